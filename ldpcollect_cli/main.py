@@ -1,0 +1,26 @@
+"""Entry point of the `ldpcollect` command.
+
+Each command group lives in its own module with a `register(app)` function, so the groups
+stay small and independent.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from ldpcollect_cli import privacy, service, simulate
+
+app = typer.Typer(
+    name="ldpcollect",
+    help="Local-differential-privacy collection: simulate fleets, run the aggregator, account.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+for module in (simulate, privacy, service):
+    module.register(app)
+
+
+def main() -> None:
+    app()
