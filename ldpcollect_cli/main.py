@@ -24,3 +24,7 @@ for module in (simulate, privacy, service):
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()
