@@ -267,6 +267,7 @@ def main() -> None:
         j = r.to_json()
         table.add_row(
             r.mode,
+            f"{r.bare.reports:,}",
             f"{r.bare.reports_per_second:,.0f}",
             f"{r.aggregator.reports_per_second:,.0f}",
             f"{j['ratio']:.2f}",
