@@ -1,0 +1,23 @@
+"""Location ids: the Sampling Privacy paper's 0.15 mile grid (32-bit) and H3 cells (64-bit).
+
+`LocationScheme` is the interface devices and the aggregator use; `scheme_from_text` parses
+"grid" / "h3:8". `sample_locations` draws a city-sized simulated population.
+"""
+
+from ldpcollect.geo.coords import MAX_TARGETS
+from ldpcollect.geo.grid import DEFAULT_GRID, Grid
+from ldpcollect.geo.population import DEFAULT_CENTER, counts_per_target, sample_locations
+from ldpcollect.geo.schemes import GridScheme, H3Scheme, LocationScheme, scheme_from_text
+
+__all__ = [
+    "DEFAULT_CENTER",
+    "DEFAULT_GRID",
+    "MAX_TARGETS",
+    "Grid",
+    "GridScheme",
+    "H3Scheme",
+    "LocationScheme",
+    "counts_per_target",
+    "sample_locations",
+    "scheme_from_text",
+]
