@@ -1,0 +1,40 @@
+"""Aggregator settings (the CLI's `ldpcollect serve` fills these in)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class AggregatorConfig:
+    db_path: str | Path
+    # Bearer token the Admin RPCs require (`authorization: Bearer <token>` metadata).
+    admin_token: str
+    # host:port; "127.0.0.1:0" binds an ephemeral port (AggregatorServer.start returns it).
+    listen: str = "127.0.0.1:50051"
+    # Prometheus /metrics port on 127.0.0.1: None = off, 0 = ephemeral.
+    metrics_port: int | None = None
+    max_batch_reports: int = 10_000
+    # gRPC's max receive size: larger messages are refused with RESOURCE_EXHAUSTED.
+    max_message_bytes: int = 4 * 1024 * 1024
+    # Group commit: at most this many reports per transaction, optionally waiting a moment
+    # for more to arrive before committing (0 = commit as soon as the writer is free).
+    max_group_reports: int = 50_000
+    group_wait_s: float = 0.0
+    # FULL keeps "acknowledged only once durable" true across power loss (see store).
+    sqlite_synchronous: str = "FULL"
+    # Reports a stream hands to the store at a time (they commit in the same groups).
+    stream_chunk_reports: int = 1_000
+
+    def __post_init__(self) -> None:
+        if not self.admin_token:
+            raise ValueError("admin_token must be a non-empty string")
+        if self.max_batch_reports < 1:
+            raise ValueError(f"max_batch_reports must be >= 1, got {self.max_batch_reports}")
+        if self.max_message_bytes < 1024:
+            raise ValueError(f"max_message_bytes must be >= 1024, got {self.max_message_bytes}")
+        if self.max_group_reports < 1:
+            raise ValueError(f"max_group_reports must be >= 1, got {self.max_group_reports}")
+        if self.stream_chunk_reports < 1:
+            raise ValueError(f"stream_chunk_reports must be >= 1, got {self.stream_chunk_reports}")

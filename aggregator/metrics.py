@@ -1,0 +1,96 @@
+"""Prometheus metrics of one aggregator (its own registry, so servers in one process never
+collide)."""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from typing import Any
+
+import grpc
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+
+from aggregator.model import Outcome
+
+_SIZE_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000)
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+
+
+class AggregatorMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.accepted = Counter(
+            "ldpcollect_reports_accepted",
+            "Reports accepted (new and durable).",
+            registry=self.registry,
+        )
+        self.duplicates = Counter(
+            "ldpcollect_reports_duplicate",
+            "Reports acknowledged again under an already accepted report id (counted once).",
+            registry=self.registry,
+        )
+        self.rejected = Counter(
+            "ldpcollect_reports_rejected",
+            "Reports rejected, by gRPC status code name.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.batch_size = Histogram(
+            "ldpcollect_submission_reports",
+            "Reports per submission (unary 1, stream or batch many).",
+            ["path"],
+            buckets=_SIZE_BUCKETS,
+            registry=self.registry,
+        )
+        self.commit_latency = Histogram(
+            "ldpcollect_commit_seconds",
+            "Time to apply and commit one transaction group.",
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.commit_group_reports = Histogram(
+            "ldpcollect_commit_group_reports",
+            "Reports committed together in one transaction (group commit).",
+            buckets=(0, *_SIZE_BUCKETS),
+            registry=self.registry,
+        )
+        self.commit_group_requests = Histogram(
+            "ldpcollect_commit_group_requests",
+            "Requests (RPC chunks and admin changes) sharing one transaction.",
+            buckets=_SIZE_BUCKETS,
+            registry=self.registry,
+        )
+
+    def observe_commit(self, seconds: float, requests: int, reports: int) -> None:
+        self.commit_latency.observe(seconds)
+        self.commit_group_requests.observe(requests)
+        self.commit_group_reports.observe(reports)
+
+    def observe_outcomes(self, outcomes: list[Outcome]) -> None:
+        """Tally a chunk's outcomes and add them with one increment per kind."""
+        tally = Tally(
+            "duplicate" if o.duplicate else ("accepted" if o.ok else o.code.name) for o in outcomes
+        )
+        for kind, n in tally.items():
+            if kind == "accepted":
+                self.accepted.inc(n)
+            elif kind == "duplicate":
+                self.duplicates.inc(n)
+            else:
+                self.rejected.labels(reason=kind).inc(n)
+
+    def observe_rejected_rpc(self, code: grpc.StatusCode, reports: int = 1) -> None:
+        """A whole submission refused before any report was looked at."""
+        self.rejected.labels(reason=code.name).inc(reports)
+
+    def serve(self, port: int, host: str = "127.0.0.1") -> int:
+        """Serve /metrics over HTTP; returns the bound port (port 0 picks a free one)."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._http_server: Any = server
+        return int(server.server_port)
+
+    def shutdown(self) -> None:
+        server: Any = getattr(self, "_http_server", None)
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+            self._http_server = None

@@ -1,0 +1,98 @@
+"""Plain values the aggregator passes between its service, store and release layers."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import NamedTuple
+
+import grpc
+
+from ldpcollect.mechanisms import Mechanism
+
+
+class QueryStatus(enum.IntEnum):
+    """Lifecycle: OPEN (rounds 1..n in turn) -> CLOSED -> RELEASED. Values match the proto."""
+
+    OPEN = 1
+    CLOSED = 2
+    RELEASED = 3
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    """A validated CreateQuery request."""
+
+    query_id: str
+    description: str
+    mechanism: Mechanism
+    scheme: str
+    targets: tuple[int, ...]
+    min_reports: int
+    noise_sigma: Fraction | None
+
+
+@dataclass(frozen=True)
+class QueryInfo:
+    """A committed snapshot of one query's public state (safe to read from any thread)."""
+
+    spec: QuerySpec
+    status: QueryStatus
+    current_round: int
+    reports_per_round: tuple[int, ...]
+    completed_devices: int
+    created_at: float
+
+    @property
+    def query_id(self) -> str:
+        return self.spec.query_id
+
+
+class ReportIn(NamedTuple):
+    """One device report as received (not yet validated)."""
+
+    query_id: str
+    round: int
+    pseudonym: bytes
+    report_id: bytes
+    answers: bytes
+
+
+class Outcome(NamedTuple):
+    """What happened to one report: accepted, duplicate (both durable) or rejected."""
+
+    code: grpc.StatusCode
+    message: str = ""
+    duplicate: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.code == grpc.StatusCode.OK
+
+
+ACCEPTED = Outcome(grpc.StatusCode.OK)
+DUPLICATE = Outcome(grpc.StatusCode.OK, duplicate=True)
+
+
+@dataclass(frozen=True)
+class TargetRelease:
+    location_id: int
+    estimate: float
+    std_error: float
+    ci_low: float
+    ci_high: float
+    participants: int
+    round_counts: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ReleaseRecord:
+    """A stored release: what the operator gets back, now and on every later request."""
+
+    query_id: str
+    participants: int
+    released_at: float
+    estimates: tuple[TargetRelease, ...]
+    # Privacy claims as plain dicts (the PrivacyClaim proto's fields), from the ledger.
+    claims: tuple[dict[str, object], ...]

@@ -1,0 +1,126 @@
+"""The aggregator's gRPC server: Collector + Admin, health, reflection and metrics.
+
+    server = AggregatorServer(AggregatorConfig(db_path=..., admin_token=..., listen="127.0.0.1:0"))
+    port = await server.start()
+    ...
+    await server.stop(grace=1.0)
+
+`run(config)` is the blocking entry point for `ldpcollect serve` (stops cleanly on SIGINT and
+SIGTERM).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
+from grpc_reflection.v1alpha import reflection
+
+from aggregator.config import AggregatorConfig
+from aggregator.metrics import AggregatorMetrics
+from aggregator.release import release_function
+from aggregator.service import AdminService, CollectorService
+from aggregator.store.sqlite import SqliteStore
+from ldpcollect.v1 import ldpcollect_pb2 as pb
+from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAMES = tuple(s.full_name for s in pb.DESCRIPTOR.services_by_name.values())
+
+
+class AggregatorServer:
+    def __init__(self, config: AggregatorConfig) -> None:
+        self.config = config
+        self.metrics = AggregatorMetrics()
+        self.store = SqliteStore(
+            config.db_path,
+            max_group_reports=config.max_group_reports,
+            group_wait_s=config.group_wait_s,
+            synchronous=config.sqlite_synchronous,
+            observer=self.metrics,
+        )
+        self._server: grpc.aio.Server | None = None
+        self._health: AsyncHealthServicer | None = None
+        self.port: int | None = None
+        self.metrics_port: int | None = None
+
+    async def start(self) -> int:
+        """Open the store, bind, start serving; returns the bound gRPC port."""
+        await self.store.open()
+        options = [
+            ("grpc.max_receive_message_length", self.config.max_message_bytes),
+            ("grpc.max_send_message_length", max(self.config.max_message_bytes, 4 << 20)),
+        ]
+        server = grpc.aio.server(options=options)
+        pb_grpc.add_CollectorServicer_to_server(
+            CollectorService(
+                self.store,
+                self.metrics,
+                self.config.max_batch_reports,
+                self.config.stream_chunk_reports,
+            ),
+            server,
+        )
+        pb_grpc.add_AdminServicer_to_server(
+            AdminService(self.store, self.config.admin_token, release_function()), server
+        )
+        self._health = AsyncHealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        reflection.enable_server_reflection(
+            (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
+        try:
+            port = server.add_insecure_port(self.config.listen)
+        except RuntimeError as exc:
+            await self.store.close()
+            raise OSError(f"cannot listen on {self.config.listen}: {exc}") from exc
+        await server.start()
+        self._server = server
+        self.port = port
+        serving = health_pb2.HealthCheckResponse.SERVING
+        for name in (*SERVICE_NAMES, ""):
+            await self._health.set(name, serving)
+        if self.config.metrics_port is not None:
+            self.metrics_port = self.metrics.serve(self.config.metrics_port)
+        log.info("aggregator listening on port %d (db %s)", port, self.config.db_path)
+        return port
+
+    async def stop(self, grace: float | None = 1.0) -> None:
+        """Refuse new RPCs, let running ones finish (up to `grace` s), then close the store."""
+        if self._server is None:
+            return
+        if self._health is not None:
+            await self._health.enter_graceful_shutdown()
+        await self._server.stop(grace)
+        self._server = None
+        await self.store.close()
+        self.metrics.shutdown()
+
+    async def serve_forever(self) -> None:
+        if self._server is None:
+            await self.start()
+        assert self._server is not None
+        await self._server.wait_for_termination()
+
+
+async def _run(config: AggregatorConfig) -> None:
+    server = AggregatorServer(config)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop(grace=5.0)
+
+
+def run(config: AggregatorConfig) -> None:
+    """Serve until SIGINT/SIGTERM, then shut down gracefully (blocking)."""
+    asyncio.run(_run(config))

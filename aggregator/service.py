@@ -1,0 +1,312 @@
+"""The Collector (devices) and Admin (operator) gRPC services over a `Store`."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, NoReturn, TypeVar
+
+import grpc
+
+from aggregator.errors import ServiceError
+from aggregator.metrics import AggregatorMetrics
+from aggregator.model import Outcome, QuerySpec, QueryStatus, ReportIn
+from aggregator.protoconv import ledger_to_proto, query_to_proto, release_to_proto
+from aggregator.release import release_function, set_budget_function
+from aggregator.store.base import ReleaseFn, Store
+from ldpcollect.errors import ParameterError
+from ldpcollect.mechanisms import validate_targets
+from ldpcollect.v1 import ldpcollect_pb2 as pb
+from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
+from ldpcollect.wire import (
+    mechanism_from_proto,
+    noise_sigma_from_proto,
+    scheme_to_text,
+    validate_query_id,
+)
+
+Context = grpc.aio.ServicerContext[Any, Any]
+T = TypeVar("T")
+
+# Stream chunks in flight per stream before the reader waits (bounds memory on long streams).
+_MAX_INFLIGHT_CHUNKS = 8
+
+
+async def _fail(context: Context, exc: ServiceError | ParameterError) -> NoReturn:
+    if isinstance(exc, ParameterError):
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+    else:
+        await context.abort(exc.code, exc.message)
+    raise AssertionError("unreachable: abort raises")
+
+
+async def _guarded(context: Context, work: Awaitable[T]) -> T:
+    try:
+        return await work
+    except (ServiceError, ParameterError) as exc:
+        await _fail(context, exc)
+
+
+def _report_in(report: pb.Report) -> ReportIn:
+    return ReportIn(
+        report.query_id, report.round, report.device_pseudonym, report.report_id, report.answers
+    )
+
+
+def _lookup(store: Store, query_id: str) -> pb.Query:
+    info = store.query(query_id)
+    if info is None:
+        raise ServiceError(
+            grpc.StatusCode.NOT_FOUND,
+            f"no query {query_id!r}; ListQueries (admin) or ListOpenQueries shows the ids",
+        )
+    return query_to_proto(info)
+
+
+class CollectorService(pb_grpc.CollectorServicer):
+    def __init__(
+        self, store: Store, metrics: AggregatorMetrics, max_batch_reports: int, chunk: int
+    ) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._max_batch = max_batch_reports
+        self._chunk = chunk
+
+    async def ListOpenQueries(
+        self,
+        request: pb.ListOpenQueriesRequest,
+        context: grpc.aio.ServicerContext[pb.ListOpenQueriesRequest, pb.ListOpenQueriesResponse],
+    ) -> pb.ListOpenQueriesResponse:
+        return pb.ListOpenQueriesResponse(
+            queries=[
+                query_to_proto(q) for q in self._store.queries() if q.status == QueryStatus.OPEN
+            ]
+        )
+
+    async def GetQuery(
+        self,
+        request: pb.GetQueryRequest,
+        context: grpc.aio.ServicerContext[pb.GetQueryRequest, pb.Query],
+    ) -> pb.Query:
+        try:
+            return _lookup(self._store, request.query_id)
+        except ServiceError as exc:
+            await _fail(context, exc)
+
+    async def SubmitReport(
+        self,
+        request: pb.SubmitReportRequest,
+        context: grpc.aio.ServicerContext[pb.SubmitReportRequest, pb.SubmitReportResponse],
+    ) -> pb.SubmitReportResponse:
+        self._metrics.batch_size.labels(path="unary").observe(1)
+        report = request.report
+        (outcome,) = await _guarded(context, self._store.submit([_report_in(report)]))
+        self._metrics.observe_outcomes([outcome])
+        if not outcome.ok:
+            await context.abort(outcome.code, outcome.message)
+        return pb.SubmitReportResponse(
+            ack=pb.ReportAck(report_id=report.report_id, duplicate=outcome.duplicate)
+        )
+
+    async def StreamReports(
+        self,
+        request_iterator: AsyncIterator[pb.SubmitReportRequest],
+        context: grpc.aio.ServicerContext[pb.SubmitReportRequest, pb.SubmitReportsResponse],
+    ) -> pb.SubmitReportsResponse:
+        inflight: list[asyncio.Future[list[Outcome]]] = []
+        done: list[Outcome] = []
+        chunk: list[ReportIn] = []
+        ids: list[bytes] = []
+        try:
+            async for message in request_iterator:
+                chunk.append(_report_in(message.report))
+                ids.append(message.report.report_id)
+                if len(chunk) >= self._chunk:
+                    inflight.append(asyncio.ensure_future(self._store.submit(chunk)))
+                    chunk = []
+                    if len(inflight) >= _MAX_INFLIGHT_CHUNKS:
+                        done.extend(await inflight.pop(0))
+            if chunk:
+                inflight.append(asyncio.ensure_future(self._store.submit(chunk)))
+            for future in inflight:
+                done.extend(await future)
+        except ServiceError as exc:
+            for future in inflight:
+                future.cancel()
+            await _fail(context, exc)
+        self._metrics.batch_size.labels(path="stream").observe(len(done))
+        return self._summarize(done, ids)
+
+    async def SubmitBatch(
+        self,
+        request: pb.SubmitBatchRequest,
+        context: grpc.aio.ServicerContext[pb.SubmitBatchRequest, pb.SubmitReportsResponse],
+    ) -> pb.SubmitReportsResponse:
+        n = len(request.reports)
+        if n == 0:
+            self._metrics.observe_rejected_rpc(grpc.StatusCode.INVALID_ARGUMENT, 0)
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, "the batch has no reports; send at least one"
+            )
+        if n > self._max_batch:
+            self._metrics.observe_rejected_rpc(grpc.StatusCode.RESOURCE_EXHAUSTED, n)
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"the batch has {n} reports, more than this server's max_batch_reports "
+                f"{self._max_batch}; split it into smaller batches",
+            )
+        self._metrics.batch_size.labels(path="batch").observe(n)
+        reports = [_report_in(r) for r in request.reports]
+        outcomes = await _guarded(context, self._store.submit(reports))
+        return self._summarize(outcomes, [r.report_id for r in reports])
+
+    def _summarize(self, outcomes: list[Outcome], ids: list[bytes]) -> pb.SubmitReportsResponse:
+        self._metrics.observe_outcomes(outcomes)
+        response = pb.SubmitReportsResponse()
+        accepted = duplicates = 0
+        for index, outcome in enumerate(outcomes):
+            if outcome.ok:
+                if outcome.duplicate:
+                    duplicates += 1
+                else:
+                    accepted += 1
+            else:
+                response.rejected.append(
+                    pb.ReportRejection(
+                        index=index,
+                        report_id=ids[index],
+                        code=outcome.code.value[0],
+                        message=outcome.message,
+                    )
+                )
+        response.accepted = accepted
+        response.duplicates = duplicates
+        return response
+
+
+def _admin(
+    method: Callable[[AdminService, Any, Context], Awaitable[T]],
+) -> Callable[[AdminService, Any, Context], Awaitable[T]]:
+    """Require the admin bearer token, then map refusals to their gRPC status."""
+
+    async def wrapper(self: AdminService, request: Any, context: Context) -> T:
+        await self.authorize(context)
+        try:
+            return await method(self, request, context)
+        except (ServiceError, ParameterError) as exc:
+            await _fail(context, exc)
+
+    wrapper.__name__ = method.__name__
+    wrapper.__doc__ = method.__doc__
+    return wrapper
+
+
+class AdminService(pb_grpc.AdminServicer):
+    def __init__(
+        self,
+        store: Store,
+        admin_token: str,
+        release_fn: ReleaseFn | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._token = admin_token.encode()
+        self._release_fn = release_fn if release_fn is not None else release_function()
+        self._clock = clock
+
+    async def authorize(self, context: Context) -> None:
+        """Missing token: UNAUTHENTICATED; wrong token: PERMISSION_DENIED."""
+        values = [
+            v
+            for k, v in (context.invocation_metadata() or ())
+            if k.lower() == "authorization" and isinstance(v, str)
+        ]
+        if not values:
+            await context.abort(
+                grpc.StatusCode.UNAUTHENTICATED,
+                "admin RPCs need the metadata 'authorization: Bearer <admin token>'",
+            )
+        scheme, _, token = values[0].strip().partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            await context.abort(
+                grpc.StatusCode.UNAUTHENTICATED,
+                "the authorization metadata must read 'Bearer <admin token>'",
+            )
+        if not hmac.compare_digest(token.strip().encode(), self._token):
+            await context.abort(
+                grpc.StatusCode.PERMISSION_DENIED,
+                "the admin token is wrong; use the token the aggregator was started with",
+            )
+
+    @_admin
+    async def CreateQuery(self, request: pb.CreateQueryRequest, context: Context) -> pb.Query:
+        spec = self._spec(request)
+        return query_to_proto(await self._store.create_query(spec, self._clock()))
+
+    @_admin
+    async def ListQueries(
+        self, request: pb.ListQueriesRequest, context: Context
+    ) -> pb.ListQueriesResponse:
+        return pb.ListQueriesResponse(queries=[query_to_proto(q) for q in self._store.queries()])
+
+    @_admin
+    async def GetQuery(self, request: pb.GetQueryRequest, context: Context) -> pb.Query:
+        return _lookup(self._store, request.query_id)
+
+    @_admin
+    async def AdvanceRound(self, request: pb.AdvanceRoundRequest, context: Context) -> pb.Query:
+        return query_to_proto(await self._store.advance_round(request.query_id))
+
+    @_admin
+    async def CloseQuery(self, request: pb.CloseQueryRequest, context: Context) -> pb.Query:
+        return query_to_proto(await self._store.close_query(request.query_id))
+
+    @_admin
+    async def Release(self, request: pb.ReleaseRequest, context: Context) -> pb.QueryRelease:
+        record = await self._store.release(request.query_id, self._release_fn)
+        return release_to_proto(record)
+
+    @_admin
+    async def GetRelease(self, request: pb.GetReleaseRequest, context: Context) -> pb.QueryRelease:
+        record = self._store.release_of(request.query_id)
+        if record is None:
+            info = self._store.query(request.query_id)
+            where = (
+                f"no query {request.query_id!r}"
+                if info is None
+                else f"query {request.query_id!r} is {info.status.name.lower()}, not released"
+            )
+            raise ServiceError(grpc.StatusCode.NOT_FOUND, f"no release: {where}")
+        return release_to_proto(record)
+
+    @_admin
+    async def GetLedger(self, request: pb.GetLedgerRequest, context: Context) -> pb.Ledger:
+        return ledger_to_proto(self._store.ledger())
+
+    @_admin
+    async def SetBudget(self, request: pb.SetBudgetRequest, context: Context) -> pb.Ledger:
+        update = set_budget_function(request.epsilon, request.delta)
+        return ledger_to_proto(await self._store.update_ledger(update))
+
+    def _spec(self, request: pb.CreateQueryRequest) -> QuerySpec:
+        query_id = request.query_id or f"q-{secrets.token_hex(6)}"
+        validate_query_id(query_id)
+        mechanism = mechanism_from_proto(request.mechanism)
+        scheme = scheme_to_text(request.location_scheme)
+        targets = validate_targets(request.targets)
+        if request.min_reports < 1:
+            raise ParameterError("min_reports", request.min_reports, "[1, 2**63)")
+        if request.min_reports >= 2**63:
+            raise ParameterError("min_reports", request.min_reports, "[1, 2**63)")
+        return QuerySpec(
+            query_id=query_id,
+            description=request.description,
+            mechanism=mechanism,
+            scheme=scheme,
+            targets=targets,
+            min_reports=request.min_reports,
+            noise_sigma=noise_sigma_from_proto(request.noise),
+        )
