@@ -38,8 +38,9 @@ def check_round_counts(
 ) -> NDArray[np.float64]:
     """Validate estimate() inputs; returns the counts as float64 of shape (rounds, T).
 
-    Without release noise every count must be an integer in [0, n_devices]; with noise the
-    counts may fall outside (they are noisy), but must be finite.
+    Without release noise every count must lie in [0, n_devices] (expected counts, which need
+    not be integers, are accepted for analysis); with noise the counts may fall outside, but
+    must be finite.
     """
     if isinstance(n_devices, bool) or not isinstance(n_devices, int | np.integer):
         raise ParameterError("n_devices", n_devices, "an integer >= 0")
@@ -58,13 +59,11 @@ def check_round_counts(
     counts = arr.astype(np.float64)
     if not np.all(np.isfinite(counts)):
         raise ParameterError("round_counts", "non-finite values", "finite counts")
-    if noise == 0 and (
-        np.any(counts < 0) or np.any(counts > n_devices) or np.any(counts != np.round(counts))
-    ):
+    if noise == 0 and (np.any(counts < 0) or np.any(counts > n_devices)):
         raise ParameterError(
             "round_counts",
             f"range [{counts.min()}, {counts.max()}]",
-            f"integers in [0, n_devices={n_devices}] when count_noise_variance is 0",
+            f"[0, n_devices={n_devices}] when count_noise_variance is 0",
         )
     return counts
 

@@ -1,0 +1,109 @@
+"""Exact rational probabilities: parsing, CSPRNG Bernoulli, and the fleet's exact Bernoulli."""
+
+from __future__ import annotations
+
+import decimal
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ldpcollect.errors import ParameterError
+from ldpcollect.rational import (
+    bernoulli_array,
+    csprng_bernoulli,
+    log_lower,
+    log_upper,
+    probability,
+    to_fraction,
+)
+
+Z = 4.5  # z-tolerance of every frequency check here (two-sided p ~ 7e-6 each)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("17/20", Fraction(17, 20)), ("0.85", Fraction(17, 20)), (" 1 ", Fraction(1)), (3, 3)],
+)
+def test_to_fraction_is_exact(text: str | int, value: Fraction) -> None:
+    assert to_fraction("p", text, "(0, 1]") == value
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "1/0", "abc", "", True, None, float("nan")])
+def test_to_fraction_rejects(bad: object) -> None:
+    with pytest.raises(ParameterError) as err:
+        to_fraction("flip1", bad, "(0, 1]")
+    assert "flip1" in str(err.value)
+    assert "(0, 1]" in str(err.value)
+
+
+def test_probability_interval_ends() -> None:
+    assert probability("q", "0", zero_allowed=True) == 0
+    assert probability("q", "1", zero_allowed=True) == 1
+    with pytest.raises(ParameterError, match=r"p must be in \(0, 1\]"):
+        probability("p", "0", zero_allowed=False)
+    with pytest.raises(ParameterError, match=r"p must be in \(0, 1\)"):
+        probability("p", "1", zero_allowed=False, one_allowed=False)
+
+
+def test_csprng_bernoulli_frequency() -> None:
+    x, n = Fraction(17, 20), 100_000
+    hits = sum(csprng_bernoulli(x) for _ in range(n))
+    se = math.sqrt(float(x * (1 - x)) * n)
+    assert abs(hits - n * float(x)) < Z * se
+    assert not any(csprng_bernoulli(Fraction(0)) for _ in range(100))
+    assert all(csprng_bernoulli(Fraction(1)) for _ in range(100))
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        Fraction(1, 3),  # non-dyadic: ties at the 16-bit word are resolved by the 64-bit tail
+        Fraction(9, 200),
+        Fraction(1, 2),  # dyadic: no tail at all
+        Fraction(1, 10**30),  # below one 16-bit step: only tail draws can say Yes
+        Fraction(10**30 - 1, 10**30),
+    ],
+)
+def test_bernoulli_array_frequency(x: Fraction) -> None:
+    n = 4_000_000
+    hits = int(np.count_nonzero(bernoulli_array(x, n, np.random.default_rng(7))))
+    se = math.sqrt(max(float(x * (1 - x)) * n, 1e-300))
+    assert abs(hits - n * float(x)) < Z * se + 1e-9
+
+
+def test_bernoulli_array_tail_is_exact_below_one_word() -> None:
+    # x = 1/65536 + 1/3 * 2**-16: the word below 1 always says Yes, the tie word says Yes w.p. 1/3.
+    x = Fraction(1, 2**16) + Fraction(1, 3 * 2**16)
+    n = 40_000_000
+    hits = int(np.count_nonzero(bernoulli_array(x, n, np.random.default_rng(11))))
+    expected = n * float(x)
+    assert abs(hits - expected) < Z * math.sqrt(expected)
+
+
+@given(
+    st.fractions(min_value=0, max_value=1, max_denominator=10**12),
+    st.tuples(st.integers(0, 7), st.integers(0, 9)),
+)
+def test_bernoulli_array_shape_and_extremes(x: Fraction, shape: tuple[int, int]) -> None:
+    out = bernoulli_array(x, shape, np.random.default_rng(0))
+    assert out.shape == shape
+    assert out.dtype == np.bool_
+    if x == 0:
+        assert not out.any()
+    if x == 1:
+        assert out.all()
+
+
+@given(st.fractions(min_value=Fraction(1, 10**9), max_value=10**6, max_denominator=10**9))
+def test_log_bounds_bracket_the_exact_logarithm(x: Fraction) -> None:
+    with decimal.localcontext() as ctx:
+        ctx.prec = 80
+        exact = (decimal.Decimal(x.numerator) / decimal.Decimal(x.denominator)).ln()
+        assert decimal.Decimal(log_lower(x)) <= exact <= decimal.Decimal(log_upper(x))
+    # and tight: one ulp from the float logarithm at most
+    assert abs(log_upper(x) - math.log(x)) <= 2 * math.ulp(math.log(x))
+    assert abs(log_lower(x) - math.log(x)) <= 2 * math.ulp(math.log(x))
