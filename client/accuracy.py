@@ -128,6 +128,30 @@ class StudyResult:
             if row.mechanism == mechanism.name and row.params == mechanism.params()
         )
 
+    def summary(self) -> list[dict[str, object]]:
+        """Per mechanism: how the error scales with the No population (log-log slopes).
+
+        0 means flat (SP's claim), 1/2 means sqrt(N) (RR); None with fewer than two distinct
+        positive No populations.
+        """
+        out: list[dict[str, object]] = []
+        for mechanism in self.mechanisms:
+            rows = self.rows_for(mechanism)
+            nos = [row.no for row in rows]
+            out.append(
+                {
+                    "mechanism": mechanism.name,
+                    "params": mechanism.params(),
+                    "sd_slope": loglog_slope(nos, [row.empirical_sd for row in rows]),
+                    "predicted_sd_slope": loglog_slope(nos, [row.predicted_sd for row in rows]),
+                    "max_abs_bias_z": max(
+                        (abs(row.bias_z) for row in rows if row.bias_z is not None),
+                        default=None,
+                    ),
+                }
+            )
+        return out
+
     def to_json(self) -> dict[str, object]:
         return {
             "study": {
@@ -147,10 +171,21 @@ class StudyResult:
                 ],
             },
             "results": [row.to_json() for row in self.rows],
+            "summary": self.summary(),
         }
 
     def to_json_text(self) -> str:
         return json.dumps(self.to_json(), indent=2, allow_nan=False)
+
+
+def loglog_slope(no: Sequence[int], error: Sequence[float]) -> float | None:
+    """Least-squares slope of log(error) against log(No): 0 is flat, 1/2 is sqrt(N)."""
+    points = [(math.log(n), math.log(e)) for n, e in zip(no, error, strict=True) if n > 0 and e > 0]
+    if len({x for x, _ in points}) < 2:
+        return None
+    xs = np.array([x for x, _ in points])
+    ys = np.array([y for _, y in points])
+    return round(float(np.polyfit(xs, ys, 1)[0]), 6) + 0.0  # + 0.0: no "-0.0"
 
 
 def finite_or_none(value: float) -> float | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -19,7 +18,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from client.accuracy import LEVELS, Z95, Level, StudyResult, run_study, total_trials
+from client.accuracy import (
+    LEVELS,
+    Z95,
+    Level,
+    StudyResult,
+    loglog_slope,
+    run_study,
+    total_trials,
+)
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import Mechanism, RandomizedResponse, SamplingPrivacy
 
@@ -185,20 +192,25 @@ def study_table(result: StudyResult) -> Table:
     return table
 
 
+def scaling_summary(result: StudyResult) -> str:
+    """One line per mechanism: how its error scales with the No population."""
+    lines = []
+    for item in result.summary():
+        slope, predicted = item["sd_slope"], item["predicted_sd_slope"]
+        if not isinstance(slope, float) or not isinstance(predicted, float):
+            continue
+        lines.append(
+            f"{str(item['mechanism']).upper()}: error grows like No^{round(slope, 3) + 0.0:.3f} "
+            f"(predicted No^{round(predicted, 3) + 0.0:.3f}; 0 = flat, 0.5 = sqrt(N))"
+        )
+    return "\n".join(lines)
+
+
 def mechanism_label(mechanism: Mechanism) -> str:
     params = ", ".join(f"{k}={v}" for k, v in mechanism.params().items())
     eps = mechanism.local_epsilon()
     eps_text = "inf" if not math.isfinite(eps) else f"{eps:.2f}"
     return f"{mechanism.name.upper()} ({params}; eps_local {eps_text})"
-
-
-def loglog_slope(no: Sequence[int], error: Sequence[float]) -> float | None:
-    """Least-squares slope of log(error) against log(No): 0 is flat, 1/2 is sqrt(N)."""
-    points = [(math.log(n), math.log(e)) for n, e in zip(no, error, strict=True) if n > 0 and e > 0]
-    if len({x for x, _ in points}) < 2:
-        return None
-    xs, ys = np.array([x for x, _ in points]), np.array([y for _, y in points])
-    return float(np.polyfit(xs, ys, 1)[0])
 
 
 def plot_study(result: StudyResult, path: Path) -> None:
@@ -226,7 +238,7 @@ def plot_study(result: StudyResult, path: Path) -> None:
         nos = [row.no for row in rows]
         sds = np.array([row.empirical_sd for row in rows])
         band = Z95 * sds * np.array([row.sd_ratio_se for row in rows])
-        slope = loglog_slope(nos, list(sds))
+        slope = loglog_slope(nos, [float(sd) for sd in sds])
         slope_text = "" if slope is None else f", log-log slope {round(slope, 2) + 0.0:.2f}"
         (line,) = ax.plot(grid, predicted, color=color, lw=1.6)
         (mae_line,) = ax.plot(grid, MAE_PER_SD * predicted, color=color, lw=1.0, ls="--")
@@ -337,6 +349,7 @@ def register(app: typer.Typer) -> None:
             if not out.is_terminal:
                 out = Console(width=TABLE_WIDTH)
             out.print(study_table(result))
+            out.print(scaling_summary(result), highlight=False)
         err = Console(stderr=True)
         err.print(
             f"{len(result.rows)} rows x {trials} trials simulated in {elapsed:.2f} s",

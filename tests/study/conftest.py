@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import pytest
+import typer
 from typer.testing import CliRunner, Result
-
-from ldpcollect_cli.main import app
 
 RunCli = Callable[[Sequence[str]], Result]
 
 
-def command_args(args: Sequence[str]) -> list[str]:
+def command_args(app: typer.Typer, args: Sequence[str]) -> list[str]:
     """`simulate ...` as the app expects it.
 
     typer runs an app with a single registered command as that command (no sub-command name);
@@ -24,10 +23,14 @@ def command_args(args: Sequence[str]) -> list[str]:
 
 @pytest.fixture
 def run_cli() -> RunCli:
+    # Imported here, not at module level, so the library tests beside the CLI tests still run
+    # when another command module of the app fails to import.
+    from ldpcollect_cli.main import app
+
     runner = CliRunner()
 
     def run(args: Sequence[str]) -> Result:
         assert args[0] == "simulate"
-        return runner.invoke(app, command_args(args))
+        return runner.invoke(app, command_args(app, args))
 
     return run
