@@ -125,12 +125,14 @@ async def test_bad_input_matrix_changes_no_count(small: Harness) -> None:
         c.SubmitBatch(pb.SubmitBatchRequest()), grpc.StatusCode.INVALID_ARGUMENT, "no reports"
     )
     # Per-report rejections in a batch: every bad one named by index and code.
+    original = good[0].report("rr", 1).answers
+    flipped = bytes([original[0] ^ 0x80]) + original[1:]  # same report id, other answers
     mixed = await c.SubmitBatch(
         pb.SubmitBatchRequest(
             reports=[
                 variant(base, query_id="nope"),
                 variant(base, answers=b"\xff\xff"),
-                variant(good[0].report("rr", 1), answers=b"\x80\x00"),
+                variant(good[0].report("rr", 1), answers=flipped),
                 variant(base, round=3),
             ]
         )
