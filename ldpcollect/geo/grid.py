@@ -135,13 +135,16 @@ class Grid:
         return ids
 
     def center(self, cell: int) -> tuple[float, float]:
-        """(lat, lon) of a cell's centre, latitude clamped to the pole for the pole's own row."""
+        """(lat, lon) of a cell's centre (for a row crossing a pole: of the part on the globe)."""
         row, col = divmod(check_cell(cell), CELLS_PER_SIDE)
         south_edge = self.origin_lat + (row - _HALF) * ROW_DEGREES
         north_edge = south_edge + ROW_DEGREES
         if south_edge >= 90.0 or north_edge <= -90.0:
             raise ParameterError("cell", cell, self.extent(), f"row {row} lies beyond a pole")
-        lat = min(max(south_edge + ROW_DEGREES / 2, -90.0), 90.0)
+        if south_edge < -90.0 or north_edge > 90.0:  # a pole's row: centre of its on-globe part
+            lat = (max(south_edge, -90.0) + min(north_edge, 90.0)) / 2
+        else:
+            lat = south_edge + ROW_DEGREES / 2
         lon = _wrap(self.origin_lon + (col + 0.5 - _HALF) * self.col_degrees)
         return lat, lon
 

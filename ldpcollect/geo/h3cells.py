@@ -98,13 +98,9 @@ def targets_in_bbox(
         check_target_count(round(estimate), "bbox", tuple(box), approximate=True)
     cells: set[int] = set()
     for piece_west, piece_east in _split_longitudes(box.west, box.east):
-        outer = [
-            (box.south, piece_west),
-            (box.south, piece_east),
-            (box.north, piece_east),
-            (box.north, piece_west),
-        ]
-        cells.update(int(c) for c in h3i.h3shape_to_cells(h3.LatLngPoly(outer), res))
+        if piece_west == piece_east or box.south == box.north:
+            continue  # no area, so (almost surely) no cell centre; H3 rejects such polygons
+        cells.update(_fill_box(box.south, piece_west, box.north, piece_east, res))
     check_target_count(len(cells), "bbox", tuple(box))
     if not cells:
         raise ParameterError(
@@ -136,6 +132,39 @@ def targets_in_disk(center_cell: int, k: int) -> tuple[int, ...]:
         raise ParameterError("k", k, "an integer >= 0")
     check_target_count(3 * int(k) * (int(k) + 1) + 1, "k", k)
     return tuple(sorted(int(c) for c in h3i.grid_disk(cell, int(k))))
+
+
+def _fill_box(south: float, west: float, north: float, east: float, res: int) -> list[int]:
+    """Cells whose centres lie in a box that does not cross lon 180 and is at most 90 deg wide.
+
+    H3's classic polygon fill sometimes fails with E_FAILED at high latitudes (uber/h3 issues
+    #945, #1000, #1051); then we try the newer algorithm (h3 >= 4.2), and failing that fill the
+    four quarters of the box separately (centre containment makes the union the same set).
+    """
+    outer = [(south, west), (south, east), (north, east), (north, west)]
+    polygon = h3.LatLngPoly(outer)
+    try:
+        return [int(c) for c in h3i.h3shape_to_cells(polygon, res)]
+    except h3.H3FailedError:
+        pass
+    experimental = getattr(h3i, "polygon_to_cells_experimental", None)
+    if experimental is not None:
+        try:
+            return [int(c) for c in experimental(polygon, res, contain="center")]
+        except h3.H3FailedError:
+            pass
+    if (north - south) + (east - west) < 1e-9:
+        raise ParameterError(
+            "bbox", (south, west, north, east), "a box H3 can fill", "H3's polygon fill failed"
+        )
+    mid_lat, mid_lon = (south + north) / 2, (west + east) / 2
+    quarters = [
+        (south, west, mid_lat, mid_lon),
+        (south, mid_lon, mid_lat, east),
+        (mid_lat, west, north, mid_lon),
+        (mid_lat, mid_lon, north, east),
+    ]
+    return [cell for quarter in quarters for cell in _fill_box(*quarter, res)]
 
 
 def _estimated_cells(south: float, north: float, lon_width: float, res: int) -> float:

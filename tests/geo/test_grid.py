@@ -269,3 +269,47 @@ def test_any_valid_point_either_locates_or_says_where_the_grid_ends(lat: float, 
         assert "outside the grid" in str(error) and "lon [-102.1984" in str(error)
     else:
         assert DEFAULT_GRID.locate(*DEFAULT_GRID.center(cell)) == cell
+
+
+@pytest.mark.parametrize("origin_lat", [48.8584, 48.8584 + ROW_DEGREES / 2, 30.0, -30.0, -61.0])
+def test_rows_crossing_a_pole_round_trip(origin_lat: float) -> None:
+    grid = Grid(origin_lat, 10.0)
+    pole = 90.0 if origin_lat > 0 else -90.0
+    just_off_pole = pole - math.copysign(1e-9, pole)
+    for lon in (-20.0, 10.0, 40.0):
+        cell = grid.locate(just_off_pole, lon)
+        c_lat, c_lon = grid.center(cell)
+        assert -90.0 <= c_lat <= 90.0 and abs(c_lat - just_off_pole) <= ROW_DEGREES
+        assert grid.locate(c_lat, c_lon) == cell
+    pole_cell = grid.locate(pole, 123.0)
+    assert grid.locate(*grid.center(pole_cell)) == pole_cell
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    origin_lat=st.floats(min_value=-67.5, max_value=67.5),
+    origin_lon=st.floats(min_value=-180.0, max_value=180.0),
+    north_fraction=st.floats(min_value=-0.4999, max_value=0.4999),
+    east_fraction=st.floats(min_value=-0.4999, max_value=0.4999),
+)
+def test_round_trip_property_for_any_origin(
+    origin_lat: float, origin_lon: float, north_fraction: float, east_fraction: float
+) -> None:
+    grid = Grid(origin_lat, origin_lon)
+    lat = origin_lat + north_fraction * CELLS_PER_SIDE * ROW_DEGREES
+    lon = (origin_lon + east_fraction * CELLS_PER_SIDE * grid.col_degrees + 180) % 360 - 180
+    if abs(lat) > 90.0:
+        with pytest.raises(ParameterError):
+            grid.locate(lat, lon)
+        return
+    cell = grid.locate(lat, lon)
+    assert grid.locate(*grid.center(cell)) == cell
+    assert_within_half_cell(grid, lat, lon)
+    assert grid.locate_many([lat], [lon]).tolist() == [cell]
+
+
+def test_bbox_reaching_the_north_pole() -> None:
+    targets = DEFAULT_GRID.targets_in_bbox(89.9, 2.0, 90.0, 3.0)
+    assert DEFAULT_GRID.locate(90.0, -150.0) in targets  # the pole lies in the central column
+    assert DEFAULT_GRID.locate(89.95, 2.5) in targets
+    assert list(targets) == sorted(set(targets))

@@ -114,6 +114,14 @@ def test_bbox_over_the_whole_globe_is_every_cell() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "box", [(48.0, 2.0, 48.0, 3.0), (48.0, 2.0, 49.0, 2.0), (0.0, 180.0, 1.0, -180.0)]
+)
+def test_bbox_without_area_holds_no_centre(box: tuple[float, float, float, float]) -> None:
+    with pytest.raises(ParameterError, match="at least one H3 cell centre"):
+        h3cells.targets_in_bbox(*box, 5)
+
+
 def test_bbox_around_a_pole_contains_the_pole_cell() -> None:
     targets = h3cells.targets_in_bbox(85.0, -180.0, 90.0, 180.0, 3)
     assert h3cells.locate(90.0, 0.0, 3) in targets
@@ -196,3 +204,66 @@ def test_round_trip_property(lat: float, lon: float, resolution: int) -> None:
     assert int(h3cells.locate_many([lat], [lon], resolution)[0]) == h3cells.locate(
         lat, lon, resolution
     )
+
+
+RES2_CENTRES = {
+    cell: h3i.cell_to_latlng(cell)
+    for base in h3i.get_res0_cells()
+    for cell in h3i.cell_to_children(base, 2)
+}
+
+
+def centre_in_box(lat: float, lon: float, box: tuple[float, float, float, float]) -> bool:
+    south, west, north, east = box
+    in_lon = west <= lon <= east if west <= east else lon >= west or lon <= east
+    return south <= lat <= north and in_lon
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lats=st.tuples(st.floats(-90.0, 90.0), st.floats(-90.0, 90.0)),
+    west=st.floats(-180.0, 180.0),
+    east=st.floats(-180.0, 180.0),
+)
+def test_bbox_is_exactly_the_cells_with_centres_inside(
+    lats: tuple[float, float], west: float, east: float
+) -> None:
+    """Oracle: every resolution-2 cell (5,882 of them) tested against the box directly."""
+    box = (min(lats), west, max(lats), east)
+    expected = sorted(c for c, (a, b) in RES2_CENTRES.items() if centre_in_box(a, b, box))
+    if not expected:
+        with pytest.raises(ParameterError, match="at least one H3 cell centre"):
+            h3cells.targets_in_bbox(*box, 2)
+        return
+    assert list(h3cells.targets_in_bbox(*box, 2)) == expected
+
+
+# H3's classic polygon fill fails (E_FAILED) on this box: uber/h3 issues #945, #1000, #1051.
+HIGH_LATITUDE_BOX = (58.2179407976528, -46.686505155362696, 85.01568678796724, 41.42629836133224)
+
+
+def test_box_that_h3s_classic_fill_fails_on() -> None:
+    expected = sorted(
+        c for c, (a, b) in RES2_CENTRES.items() if centre_in_box(a, b, HIGH_LATITUDE_BOX)
+    )
+    assert list(h3cells.targets_in_bbox(*HIGH_LATITUDE_BOX, 2)) == expected
+
+
+def test_box_fill_falls_back_to_quarters_without_the_new_h3_algorithm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As on h3 4.1, which lacks polygon_to_cells_experimental."""
+    south, west, north, east = HIGH_LATITUDE_BOX
+    try:
+        h3i.h3shape_to_cells(
+            h3.LatLngPoly([(south, west), (south, east), (north, east), (north, west)]), 2
+        )
+    except h3.H3FailedError:
+        pass
+    else:
+        pytest.skip("this h3 no longer fails on the box, so the fallback is not exercised")
+    monkeypatch.delattr(h3i, "polygon_to_cells_experimental")
+    expected = sorted(
+        c for c, (a, b) in RES2_CENTRES.items() if centre_in_box(a, b, HIGH_LATITUDE_BOX)
+    )
+    assert list(h3cells.targets_in_bbox(*HIGH_LATITUDE_BOX, 2)) == expected
