@@ -148,6 +148,21 @@ def test_both_mechanisms_in_one_run_match_separate_runs(run_cli: RunCli) -> None
     assert both[3:] == results_of(run_cli, RR_COMMAND)
 
 
+def test_summary_slopes_flat_for_sp_sqrt_for_rr(run_cli: RunCli) -> None:
+    result = run_cli([*RR_COMMAND[:2], "sp", *RR_COMMAND[1:]])
+    assert result.exit_code == 0, result.output
+    summary = {item["mechanism"]: item for item in json.loads(result.stdout)["summary"]}
+    # Log sd has se 0.050 at 200 trials; a slope fitted over No = 10^4, 10^6, 10^8 then has
+    # se 0.050 / sqrt(8 ln(10)^2) = 0.0077; 4 of them is 0.031.
+    tolerance = 4 * 0.050 / math.sqrt(8 * math.log(10) ** 2)
+    assert abs(summary["sp"]["sd_slope"]) < tolerance
+    assert summary["sp"]["predicted_sd_slope"] == 0
+    assert abs(summary["rr"]["sd_slope"] - 0.5) < tolerance + 0.002
+    assert abs(summary["rr"]["predicted_sd_slope"] - 0.5) < 0.002
+    assert summary["sp"]["max_abs_bias_z"] < 4
+    assert summary["rr"]["max_abs_bias_z"] < 4
+
+
 def test_table_plot_and_json_out(run_cli: RunCli, tmp_path: Path) -> None:
     plot = tmp_path / "error.png"
     json_out = tmp_path / "study.json"
@@ -166,7 +181,7 @@ def test_table_plot_and_json_out(run_cli: RunCli, tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     table = result.stdout
-    for text in ("No devices", "emp. sd", "pred. sd", "100,000,000", "sp", "rr"):
+    for text in ("No devices", "emp. sd", "pred. sd", "100,000,000", "SP: error grows like No^"):
         assert text in table
     with pytest.raises(json.JSONDecodeError):
         json.loads(table)
