@@ -21,11 +21,12 @@ default grid then spans lat -19.89 .. 90 (the rows that would lie beyond the nor
 90 .. 117.61, are never used) and lon -102.20 .. 106.79: Europe, Africa north of ~20 S, the
 Middle East, India, western Russia and North America east of ~102 W. Points elsewhere are
 outside the grid and raise ParameterError; this is a regional grid, not a global one (a 9,500
-mile square cannot cover a 197 million square mile sphere).
+mile square cannot cover a 197 million square mile sphere). Use H3 cells for places outside it
+(the western Americas, East Asia, Australia, ...).
 
 Distortion (honest statement). Every row is exactly 0.15 miles of latitude (north-south distances
 are true everywhere). East-west, a cell is 0.15 * cos(lat) / cos(origin_lat) miles wide: true at
-the origin's latitude (48.86 N by default), 0.228 miles at the equator, 0.12 at 60 N, 0.078 at
+the origin's latitude (48.86 N by default), 0.228 miles at the equator, 0.114 at 60 N, 0.078 at
 70 N, and zero at the poles, where a whole row of cells meets in one point (a point exactly at a
 pole, where longitude means nothing, gets the cell of the grid's central column). Cell areas
 therefore range from 0 to 1.52 times the nominal 0.0225 square miles within the default grid.

@@ -62,6 +62,7 @@ class GridScheme(LocationScheme):
         return grid.DEFAULT_GRID.center(cell)
 
     def validate_cell(self, cell: int) -> int:
+        grid.DEFAULT_GRID.center(cell)  # rejects ids out of range and rows beyond the pole
         return grid.check_cell(cell)
 
     def targets_in_bbox(

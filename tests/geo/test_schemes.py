@@ -93,3 +93,11 @@ def test_h3_scheme_rejects_cells_of_another_scheme() -> None:
     assert scheme.locate(*EIFFEL) in scheme.targets_in_parent(coarse)
     with pytest.raises(ParameterError, match="grid id"):
         GridScheme().validate_cell(scheme.locate(*EIFFEL))
+
+
+def test_grid_scheme_rejects_cells_no_location_can_have() -> None:
+    beyond_the_pole = 63334**2 - 1  # last row, north of the pole for the default origin
+    with pytest.raises(ParameterError, match="beyond a pole"):
+        GridScheme().validate_cell(beyond_the_pole)
+    with pytest.raises(ParameterError, match="grid id"):
+        GridScheme().validate_cell(63334**2)
