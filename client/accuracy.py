@@ -42,6 +42,8 @@ GRID_CELLS = 63_334 * 63_334
 DEVICE_LEVEL_MAX_DEVICES = 10**7
 #: Yes and No counts are 64-bit device counts.
 MAX_POPULATION = 2**62
+#: Trials per row are held in memory (a few floats each).
+MAX_TRIALS = 10_000_000
 #: Two-sided 95% normal quantile, as in `Estimates`.
 Z95 = 1.959963984540054
 
@@ -204,8 +206,9 @@ def validate_study(
     for no in no_list:
         if not 0 <= no <= MAX_POPULATION - yes:
             raise ParameterError("no", no, "[0, 2**62 - yes]")
-    if trials < 2:
-        raise ParameterError("trials", trials, "[2, inf)", "an sd needs at least two trials")
+    if not 2 <= trials <= MAX_TRIALS:
+        detail = "an sd needs at least two trials" if trials < 2 else ""
+        raise ParameterError("trials", trials, f"[2, {MAX_TRIALS:,}]", detail)
     if seed < 0:
         raise ParameterError("seed", seed, "[0, inf)")
     if level not in LEVELS:

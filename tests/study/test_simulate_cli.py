@@ -203,7 +203,9 @@ def test_single_mechanism_plot_is_drawn(run_cli: RunCli, tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("args", "option", "allowed"),
     [
-        (["--trials", "1"], "--trials", "[2, inf)"),
+        (["--trials", "1"], "--trials", "[2, 10,000,000]"),
+        (["--trials", "100000000"], "--trials", "[2, 10,000,000]"),
+        (["--no", "10**100000"], "--no", "exponent in [0, 64]"),
         (["--yes", "-1"], "--yes", "[0, 2**62]"),
         (["--no", "10,-5"], "--no", "[0, 2**62 - yes]"),
         (["--no", "ten"], "--no", "whole numbers"),
