@@ -7,7 +7,7 @@ from typing import Any
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from aggregator.model import QueryInfo, ReleaseRecord
-from aggregator.release import LedgerState, UnwiredAccounting
+from aggregator.release import LedgerState, NoiseOnlyAccounting
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.wire import mechanism_to_proto, noise_sigma_to_proto, scheme_from_text
 
@@ -79,5 +79,5 @@ def ledger_to_proto(body: str | None) -> pb.Ledger:
             )
             for e in ledger.entries
         ],
-        notes=[UnwiredAccounting.NOTE],
+        notes=[NoiseOnlyAccounting.NOTE],
     )

@@ -8,9 +8,9 @@ Order (each step sees only what the previous one decided):
   then the store persists the release, the ledger and deletes the individual reports in the
   same transaction.
 
-Privacy accounting (steps 1, 2, 4) belongs to `ldpcollect.accounting` (engineer C). Until it
-is wired here, `PrivacyAccounting` below is the seam: the default refuses a release that asks
-for noise (never releases un-noised counts in its place) and records no claims.
+Privacy accounting (steps 1, 2, 4) belongs to `ldpcollect.accounting` (engineer C);
+`PrivacyAccounting` below is the seam. Step 2 (exact discrete Gaussian noise) is wired; steps 1
+and 4 (budget filter and ledger charge) are NOT yet: see `NoiseOnlyAccounting`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,10 @@ import numpy.typing as npt
 from aggregator.errors import ServiceError
 from aggregator.model import QueryInfo, ReleaseRecord, TargetRelease
 from aggregator.store.base import ReleaseFn
+from ldpcollect.accounting.discrete_gaussian import (
+    discrete_gaussian_variance,
+    sample_discrete_gaussian,
+)
 
 Counts = npt.NDArray[np.int64]
 
@@ -77,12 +81,16 @@ class PrivacyAccounting(Protocol):
         """Record the release in the ledger; returns its privacy claims (PrivacyClaim fields)."""
 
 
-class UnwiredAccounting:
-    """Stand-in until `ldpcollect.accounting` is wired in (see module docstring)."""
+class NoiseOnlyAccounting:
+    """Release noise wired (exact discrete Gaussian, `ldpcollect.accounting.discrete_gaussian`);
+    the budget check and the ledger charge are NOT wired yet (they wait for the accounting
+    package's `release_cost` and `ledger` modules): no claims are recorded, and a release is
+    refused while a budget is set, rather than released unaccounted."""
 
     NOTE = "privacy accounting is not wired into this aggregator yet: no claims recorded"
 
     def check(self, ledger: LedgerState, query: QueryInfo) -> None:
+        # TODO(accounting): PrivacyLedger.check(release_claims(...)) -> RESOURCE_EXHAUSTED.
         if ledger.budget_epsilon > 0:
             raise ServiceError(
                 grpc.StatusCode.FAILED_PRECONDITION,
@@ -91,13 +99,14 @@ class UnwiredAccounting:
             )
 
     def noise(self, sigma: Fraction, shape: tuple[int, ...]) -> tuple[Counts, float]:
-        raise ServiceError(
-            grpc.StatusCode.UNIMPLEMENTED,
-            f"query asks for release noise sigma={sigma} but the discrete Gaussian sampler is "
-            "not wired into this aggregator yet; refusing rather than releasing un-noised counts",
-        )
+        sigma_sq = sigma * sigma
+        size = int(np.prod(shape))
+        draws = sample_discrete_gaussian(sigma_sq, size)
+        noise = np.asarray(draws, dtype=np.int64).reshape(shape)
+        return noise, discrete_gaussian_variance(sigma_sq)
 
     def charge(self, ledger: LedgerState, query: QueryInfo) -> list[dict[str, Any]]:
+        # TODO(accounting): PrivacyLedger.charge(release_claims(...)); claims as dicts.
         return []
 
 
@@ -106,7 +115,7 @@ def release_function(
     clock: Callable[[], float] = time.time,
 ) -> ReleaseFn:
     """The ReleaseFn the store runs inside its transaction."""
-    acct: PrivacyAccounting = accounting if accounting is not None else UnwiredAccounting()
+    acct: PrivacyAccounting = accounting if accounting is not None else NoiseOnlyAccounting()
 
     def compute(
         query: QueryInfo, counts: Counts, ledger_body: str | None
