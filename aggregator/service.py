@@ -24,7 +24,7 @@ from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
 from ldpcollect.wire import (
     mechanism_from_proto,
     noise_sigma_from_proto,
-    scheme_to_text,
+    scheme_from_proto,
     validate_query_id,
 )
 
@@ -295,8 +295,10 @@ class AdminService(pb_grpc.AdminServicer):
         query_id = request.query_id or f"q-{secrets.token_hex(6)}"
         validate_query_id(query_id)
         mechanism = mechanism_from_proto(request.mechanism)
-        scheme = scheme_to_text(request.location_scheme)
+        scheme = scheme_from_proto(request.location_scheme)
         targets = validate_targets(request.targets)
+        for target in targets:
+            scheme.validate_cell(target)
         if request.min_reports < 1:
             raise ParameterError("min_reports", request.min_reports, "[1, 2**63)")
         if request.min_reports >= 2**63:
@@ -305,7 +307,7 @@ class AdminService(pb_grpc.AdminServicer):
             query_id=query_id,
             description=request.description,
             mechanism=mechanism,
-            scheme=scheme,
+            scheme=scheme.describe(),
             targets=targets,
             min_reports=request.min_reports,
             noise_sigma=noise_sigma_from_proto(request.noise),

@@ -13,6 +13,8 @@ from fractions import Fraction
 import grpc
 
 from ldpcollect.errors import ParameterError
+from ldpcollect.geo import LocationScheme
+from ldpcollect.geo import scheme_from_text as geo_scheme_from_text
 from ldpcollect.mechanisms import Mechanism, RandomizedResponse, SamplingPrivacy
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 
@@ -112,10 +114,13 @@ def scheme_from_text(text: str) -> pb.LocationScheme:
     raise ParameterError("location_scheme", text, '"grid" or "h3:<0..15>"')
 
 
-# The geo package's scheme objects are not wired yet; the wire form and its text are the
-# interface until then (scheme_from_proto validates and returns the text).
-scheme_from_proto = scheme_to_text
-scheme_to_proto = scheme_from_text
+def scheme_from_proto(scheme: pb.LocationScheme) -> LocationScheme:
+    """The `ldpcollect.geo` scheme object a `LocationScheme` message describes."""
+    return geo_scheme_from_text(scheme_to_text(scheme))
+
+
+def scheme_to_proto(scheme: LocationScheme) -> pb.LocationScheme:
+    return scheme_from_text(scheme.describe())
 
 
 def noise_sigma_from_proto(noise: pb.ReleaseNoise) -> Fraction | None:

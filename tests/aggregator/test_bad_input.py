@@ -170,6 +170,10 @@ async def test_bad_input_matrix_changes_no_count(small: Harness) -> None:
         ({"location_scheme": pb.LocationScheme()}, "location_scheme"),
         ({"location_scheme": pb.LocationScheme(h3=pb.H3Scheme(resolution=16))}, "h3 resolution"),
         ({"targets": []}, "targets"),
+        (
+            {"location_scheme": pb.LocationScheme(h3=pb.H3Scheme(resolution=8)), "targets": [5]},
+            "cell",
+        ),
         ({"targets": [1, 1]}, "targets"),
         ({"min_reports": 0}, "min_reports"),
         ({"noise": pb.ReleaseNoise(sigma="-2")}, "noise sigma"),

@@ -8,6 +8,7 @@ import grpc
 import pytest
 
 from ldpcollect.errors import ParameterError
+from ldpcollect.geo import GridScheme, H3Scheme
 from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.wire import (
@@ -15,7 +16,9 @@ from ldpcollect.wire import (
     mechanism_to_proto,
     noise_sigma_from_proto,
     parameter_error_status,
+    scheme_from_proto,
     scheme_from_text,
+    scheme_to_proto,
     scheme_to_text,
     validate_query_id,
 )
@@ -66,6 +69,8 @@ def test_bad_mechanism_names_the_parameter(spec: pb.MechanismSpec, parameter: st
 def test_schemes_round_trip_and_reject_bad_resolutions() -> None:
     assert scheme_to_text(scheme_from_text("grid")) == "grid"
     assert scheme_to_text(scheme_from_text("H3:8")) == "h3:8"
+    assert scheme_from_proto(scheme_from_text("h3:8")) == H3Scheme(8)
+    assert scheme_to_proto(GridScheme()) == scheme_from_text("grid")
     for bad in ("h3:16", "h3:x", "hex"):
         with pytest.raises(ParameterError):
             scheme_from_text(bad)
