@@ -137,3 +137,38 @@ async def test_metrics_endpoint_counts_reports(tmp_path: Path) -> None:
     assert 'ldpcollect_submission_reports_count{path="batch"} 1.0' in text
     assert "ldpcollect_commit_seconds_count" in text
     assert "ldpcollect_commit_group_reports_sum" in text
+
+
+def test_run_entry_point_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    db = tmp_path / "run.db"
+    code = (
+        "from aggregator.config import AggregatorConfig; from aggregator.server import run; "
+        f"run(AggregatorConfig(db_path={str(db)!r}, admin_token='t', listen='127.0.0.1:{port}'))"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "server did not listen"
+                time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert db.exists()
