@@ -1,0 +1,1 @@
+"""Privacy accounting: conversions, release costs, the ledger and device budgets."""
