@@ -27,6 +27,7 @@ from ldpcollect.mechanisms.estimates import (
 )
 from ldpcollect.mechanisms.targets import (
     TargetIndex,
+    column_counts,
     device_chunks,
     locations_array,
     targets_array,
@@ -126,9 +127,7 @@ class RandomizedResponse:
         index = TargetIndex(ts)
         counts = np.zeros((1, ts.size), dtype=np.int64)
         for chunk in device_chunks(locs.size, ts.size):
-            counts[0] += np.count_nonzero(
-                self._chunk_bits(locs[chunk], index, ts.size, rng), axis=0
-            )
+            counts[0] += column_counts(self._chunk_bits(locs[chunk], index, ts.size, rng))
         return counts
 
     def sample_aggregate(

@@ -28,6 +28,7 @@ from ldpcollect.mechanisms.estimates import (
 )
 from ldpcollect.mechanisms.targets import (
     TargetIndex,
+    column_counts,
     device_chunks,
     locations_array,
     targets_array,
@@ -139,7 +140,7 @@ class SamplingPrivacy:
         for chunk in device_chunks(locs.size, ts.size):
             round1, _, columns = self._chunk(locs[chunk], index, ts.size, rng)
             unpacked = np.unpackbits(round1, axis=1, count=ts.size).view(np.bool_)
-            counts[0] += np.count_nonzero(unpacked, axis=0)
+            counts[0] += column_counts(unpacked)
             counts[1] += np.bincount(columns, minlength=ts.size)
         counts[1] += counts[0]
         return counts

@@ -79,8 +79,16 @@ class TargetIndex:
         return np.where(hit, self.order[pos], -1).astype(np.int64)
 
 
-def device_chunks(n_devices: int, n_targets: int, cells: int = 1 << 22) -> Iterator[slice]:
+def device_chunks(n_devices: int, n_targets: int, cells: int = 1 << 20) -> Iterator[slice]:
     """Slices of devices so one chunk holds about `cells` (device, target) pairs."""
     step = max(1, cells // max(1, n_targets))
     for start in range(0, n_devices, step):
         yield slice(start, min(n_devices, start + step))
+
+
+def column_counts(answers: NDArray[np.bool_]) -> NDArray[np.int64]:
+    """Yes count per target of a (devices, T) chunk (int32 accumulation: chunks are small)."""
+    if answers.shape[0] >= 1 << 31:
+        raise ParameterError("chunk", answers.shape[0], "fewer than 2**31 devices per chunk")
+    counts: NDArray[np.int32] = np.add.reduce(answers.view(np.uint8), axis=0, dtype=np.int32)
+    return counts.astype(np.int64)

@@ -152,3 +152,14 @@ def test_sp_device_and_fleet_agree() -> None:
     )
     table = [categories(d1, d2), categories(fleet[0][:, 1], fleet[1][:, 1])]
     assert stats.chi2_contingency(table).pvalue > 1e-4
+
+
+@pytest.mark.parametrize("mech", MECHS, ids=IDS)
+def test_empty_fleet(mech: Mechanism) -> None:
+    rng = np.random.default_rng(0)
+    targets = np.array([1, 2, 3], dtype=np.uint64)
+    empty = np.array([], dtype=np.uint64)
+    assert mech.fleet_answers(empty, targets, rng).shape == (mech.rounds, 0, 1)
+    np.testing.assert_array_equal(
+        mech.fleet_counts(empty, targets, rng), np.zeros((mech.rounds, 3))
+    )
