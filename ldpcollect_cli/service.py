@@ -1,9 +1,360 @@
-"""Commands: service (being built)."""
+"""Commands: serve, query create|list|show|advance|close, fleet run, release, ledger, demo.
+
+Every command that prints results takes `--json`. gRPC failures print the status code and the
+server's message and exit 1 (no traceback); bad parameters exit 2 naming the parameter.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from fractions import Fraction
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import grpc
 import typer
+from rich.console import Console
+
+from client.admin import AdminClient
+from ldpcollect import geo
+from ldpcollect.errors import ParameterError
+from ldpcollect.mechanisms import Mechanism, mechanism_from_params
+from ldpcollect.v1 import ldpcollect_pb2 as pb
+from ldpcollect_cli.service_errors import guarded
+from ldpcollect_cli.service_render import (
+    ledger_json,
+    print_json,
+    queries_table,
+    query_json,
+    release_json,
+    release_tables,
+)
+
+R = TypeVar("R")
+
+DEFAULT_SERVER = "127.0.0.1:50051"
+console = Console()
+
+Server = Annotated[
+    str,
+    typer.Option("--server", envvar="LDPCOLLECT_SERVER", help="Aggregator address host:port."),
+]
+Token = Annotated[
+    str,
+    typer.Option(
+        "--admin-token",
+        envvar="LDPCOLLECT_ADMIN_TOKEN",
+        help="Bearer token for the Admin RPCs (or env LDPCOLLECT_ADMIN_TOKEN).",
+    ),
+]
+Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+QueryId = Annotated[str, typer.Option("--query", "-q", help="Query id.")]
+
+
+def _with_admin(server: str, token: str, work: Callable[[AdminClient], R]) -> R:
+    if not token:
+        raise ParameterError(
+            "admin token", "", "a non-empty token (--admin-token or LDPCOLLECT_ADMIN_TOKEN)"
+        )
+    with grpc.insecure_channel(server) as channel:
+        return work(AdminClient(channel, token))
+
+
+def _parse_floats(text: str, parameter: str, count: int) -> tuple[float, ...]:
+    try:
+        values = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != count:
+        raise ParameterError(parameter, text, f"{count} comma-separated numbers")
+    return values
+
+
+def _parse_targets(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.replace(" ", "").split(",") if part]
+    except ValueError:
+        raise ParameterError("targets", text, "comma-separated integer location ids") from None
+
+
+# ---------------------------------------------------------------------------------------------
+def serve(
+    db: Annotated[Path, typer.Option("--db", help="SQLite database file.")] = Path("ldpcollect.db"),
+    listen: Annotated[
+        str, typer.Option("--listen", help="host:port to listen on (port 0 = ephemeral).")
+    ] = DEFAULT_SERVER,
+    admin_token: Token = "",
+    metrics_port: Annotated[
+        int | None, typer.Option("--metrics-port", help="Prometheus /metrics port (0 = any).")
+    ] = None,
+) -> None:
+    """Run the aggregator (gRPC Collector + Admin) until SIGINT/SIGTERM."""
+    from ldpcollect_cli.serving import serve_blocking
+
+    guarded(lambda: serve_blocking(db, listen, admin_token, metrics_port))
+
+
+# ---------------------------------------------------------------------------------------------
+query_app = typer.Typer(
+    help="Create and manage queries (operator, Admin RPCs).", no_args_is_help=True
+)
+
+
+@query_app.command("create")
+def query_create(
+    mechanism: Annotated[str, typer.Option("--mechanism", help="rr or sp.")],
+    flip1: Annotated[str | None, typer.Option("--flip1", help="RR: P(truthful), (0,1].")] = None,
+    flip2: Annotated[str | None, typer.Option("--flip2", help="RR: P(Yes) otherwise.")] = None,
+    sampling_rate: Annotated[
+        str | None, typer.Option("--sampling-rate", help="SP: sampling rate s, (0,1].")
+    ] = None,
+    targets: Annotated[
+        str | None, typer.Option("--targets", help="Comma-separated location ids.")
+    ] = None,
+    bbox: Annotated[
+        str | None, typer.Option("--bbox", help="south,west,north,east: every cell in the box.")
+    ] = None,
+    scheme: Annotated[str, typer.Option("--scheme", help="grid or h3:<resolution>.")] = "grid",
+    min_reports: Annotated[int, typer.Option("--min-reports", min=1)] = 1,
+    noise_sigma: Annotated[
+        str | None, typer.Option("--noise-sigma", help="Discrete Gaussian release noise sigma.")
+    ] = None,
+    query_id: Annotated[str, typer.Option("--id", help="Query id (server picks if empty).")] = "",
+    description: Annotated[str, typer.Option("--description")] = "",
+    server: Server = DEFAULT_SERVER,
+    admin_token: Token = "",
+    json_out: Json = False,
+) -> None:
+    """Create a query: mechanism, location scheme and targets (a list or a bounding box)."""
+
+    def work() -> None:
+        mech = _mechanism(mechanism, flip1, flip2, sampling_rate)
+        target_list = _targets(scheme, targets, bbox)
+        sigma = None if noise_sigma is None else Fraction(noise_sigma)
+        query = _with_admin(
+            server,
+            admin_token,
+            lambda admin: admin.create_query(
+                mech,
+                scheme,
+                target_list,
+                query_id=query_id,
+                description=description,
+                min_reports=min_reports,
+                noise_sigma=sigma,
+            ),
+        )
+        if json_out:
+            print_json(query_json(query))
+        else:
+            console.print(queries_table([query]))
+
+    guarded(work)
+
+
+def _mechanism(
+    name: str, flip1: str | None, flip2: str | None, sampling_rate: str | None
+) -> Mechanism:
+    if name == "rr":
+        if flip1 is None or flip2 is None:
+            raise ParameterError("--flip1/--flip2", (flip1, flip2), "both given for rr")
+        return mechanism_from_params("rr", {"flip1": flip1, "flip2": flip2})
+    if name == "sp":
+        if sampling_rate is None:
+            raise ParameterError("--sampling-rate", None, "(0, 1], required for sp")
+        return mechanism_from_params("sp", {"sampling_rate": sampling_rate})
+    raise ParameterError("--mechanism", name, "rr or sp")
+
+
+def _targets(scheme: str, targets: str | None, bbox: str | None) -> list[int]:
+    if (targets is None) == (bbox is None):
+        raise ParameterError("--targets/--bbox", (targets, bbox), "exactly one of the two")
+    if targets is not None:
+        return _parse_targets(targets)
+    assert bbox is not None
+    south, west, north, east = _parse_floats(bbox, "--bbox", 4)
+    return list(geo.scheme_from_text(scheme).targets_in_bbox(south, west, north, east))
+
+
+@query_app.command("list")
+def query_list(
+    server: Server = DEFAULT_SERVER, admin_token: Token = "", json_out: Json = False
+) -> None:
+    """Every query and its state."""
+
+    def work() -> None:
+        queries = _with_admin(server, admin_token, lambda admin: admin.list_queries())
+        if json_out:
+            print_json([query_json(q) for q in queries])
+        else:
+            console.print(queries_table(queries))
+
+    guarded(work)
+
+
+def _one(
+    action: str,
+) -> Callable[[str, str, str, bool], None]:
+    def command(
+        query: QueryId,
+        server: Server = DEFAULT_SERVER,
+        admin_token: Token = "",
+        json_out: Json = False,
+    ) -> None:
+        def work() -> None:
+            def call(admin: AdminClient) -> pb.Query:
+                method = {"show": admin.get_query, "advance": admin.advance, "close": admin.close}
+                return method[action](query)
+
+            result = _with_admin(server, admin_token, call)
+            if json_out:
+                print_json(query_json(result))
+            else:
+                console.print(queries_table([result]))
+
+        guarded(work)
+
+    command.__doc__ = {
+        "show": "Show one query.",
+        "advance": "Advance a query to its next round (SP: round 1 -> 2).",
+        "close": "Close a query: no more reports; it can then be released.",
+    }[action]
+    return command
+
+
+for _action in ("show", "advance", "close"):
+    query_app.command(_action)(_one(_action))
+
+
+# ---------------------------------------------------------------------------------------------
+fleet_app = typer.Typer(
+    help="Simulated device fleets through the real gRPC service.", no_args_is_help=True
+)
+
+
+@fleet_app.command("run")
+def fleet_run(
+    query: QueryId,
+    devices: Annotated[int, typer.Option("--devices", "-n", min=1, max=10_000_000)] = 1000,
+    mode: Annotated[str, typer.Option("--mode", help="unary, stream or batch.")] = "batch",
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=10_000)] = 8,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, max=100_000)] = 500,
+    csv: Annotated[
+        Path | None, typer.Option("--csv", help="Device locations: lat,lon rows (header optional).")
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="Seed for locations and answers.")
+    ] = None,
+    center: Annotated[
+        str, typer.Option("--center", help="lat,lon of the simulated city.")
+    ] = f"{geo.DEFAULT_CENTER[0]},{geo.DEFAULT_CENTER[1]}",
+    state: Annotated[
+        Path | None,
+        typer.Option("--state", help="Fleet state file (one .npz): reuse draws and report ids."),
+    ] = None,
+    device_budget: Annotated[
+        float | None, typer.Option("--device-budget", help="Each device's local epsilon budget.")
+    ] = None,
+    advance: Annotated[
+        bool, typer.Option("--advance", help="Advance and answer every round (needs admin token).")
+    ] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    server: Server = DEFAULT_SERVER,
+    admin_token: Token = "",
+    json_out: Json = False,
+) -> None:
+    """Run N simulated devices' reports for the query's current round (or every round)."""
+    from ldpcollect_cli.fleet_command import FleetRequest, run_fleet_command
+
+    request = FleetRequest(
+        query_id=query,
+        devices=devices,
+        mode=mode,
+        concurrency=concurrency,
+        batch_size=batch_size,
+        csv=csv,
+        seed=seed,
+        center=center,
+        state=state,
+        device_budget=device_budget,
+        advance=advance,
+        progress=progress,
+        server=server,
+        admin_token=admin_token,
+        json_out=json_out,
+    )
+    guarded(lambda: run_fleet_command(request, console))
+
+
+# ---------------------------------------------------------------------------------------------
+def release(
+    query: QueryId,
+    server: Server = DEFAULT_SERVER,
+    admin_token: Token = "",
+    json_out: Json = False,
+) -> None:
+    """Release a closed query's estimates (or show the release if it already happened)."""
+
+    def work() -> None:
+        def call(admin: AdminClient) -> pb.QueryRelease:
+            if admin.get_query(query).state == pb.QUERY_STATE_RELEASED:
+                return admin.get_release(query)
+            return admin.release(query)
+
+        result = _with_admin(server, admin_token, call)
+        if json_out:
+            print_json(release_json(result))
+        else:
+            for table in release_tables(result):
+                console.print(table)
+
+    guarded(work)
+
+
+def ledger(
+    server: Server = DEFAULT_SERVER, admin_token: Token = "", json_out: Json = False
+) -> None:
+    """The aggregator's privacy ledger: budget, spent, odometer and every release's claims."""
+    from ldpcollect_cli.service_render import claims_table
+
+    def work() -> None:
+        result = _with_admin(server, admin_token, lambda admin: admin.ledger())
+        if json_out:
+            print_json(ledger_json(result))
+            return
+        console.print(
+            f"budget eps={result.budget_epsilon:g} delta={result.budget_delta:g}; "
+            f"spent rho={result.spent_rho:.4g} (eps {result.spent_epsilon:.4g}), "
+            f"remaining rho={result.remaining_rho:.4g} (eps {result.remaining_epsilon:.4g}); "
+            f"odometer eps={result.odometer_epsilon:.4g} delta={result.odometer_delta:g}"
+        )
+        for entry in result.entries:
+            console.print(claims_table(entry.claims, title=f"release of {entry.query_id}"))
+        for note in result.notes:
+            console.print(f"[yellow]note:[/yellow] {note}")
+
+    guarded(work)
+
+
+def demo(
+    devices: Annotated[int, typer.Option("--devices", "-n", min=100, max=1_000_000)] = 20_000,
+    seed: Annotated[int, typer.Option("--seed")] = 2024,
+    mode: Annotated[str, typer.Option("--mode", help="unary, stream or batch.")] = "batch",
+    top: Annotated[int, typer.Option("--top", min=1, max=100, help="Busiest cells shown.")] = 10,
+    json_out: Json = False,
+) -> None:
+    """End to end: aggregator on SQLite, RR and SP queries, 20,000 devices, releases, stop."""
+    from ldpcollect_cli.demo import DemoSettings, run_demo
+
+    settings = DemoSettings(devices=devices, seed=seed, mode=mode, top=top, json_out=json_out)
+    guarded(lambda: run_demo(settings, console))
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
+    app.command("serve")(serve)
+    app.add_typer(query_app, name="query")
+    app.add_typer(fleet_app, name="fleet")
+    app.command("release")(release)
+    app.command("ledger")(ledger)
+    app.command("demo")(demo)

@@ -1,0 +1,230 @@
+"""One device: list open queries, locate itself, answer each round once, remember everything.
+
+The device half of the mechanisms is used (CSPRNG, exact rational probabilities). For each
+query the device decides, once, whether it can afford it (its own budget, see
+`client.leakage`), then draws every round's answers, a pseudonym and one report id per round,
+and saves them before sending anything. Each round is sent with the saved report id; transient
+failures are retried with the same id, and `duplicate=true` counts as success (the server had
+it already). Permanent errors are returned in the outcome, never hidden.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, TypeVar
+
+import grpc
+
+from client.leakage import query_charge
+from client.query_info import QueryInfo
+from client.retry import RetryHook, RetryPolicy, error_code, error_details, is_transient
+from client.state import KEY_BYTES, DeviceState, QueryRecord
+from ldpcollect.errors import ParameterError
+from ldpcollect.geo.coords import check_point
+from ldpcollect.v1 import ldpcollect_pb2 as pb
+from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
+
+_T = TypeVar("_T")
+
+OutcomeStatus = Literal[
+    "accepted",  # the server stored this round's report
+    "duplicate",  # the server had this report id already (e.g. our ack was lost): success
+    "already_acknowledged",  # this round was acknowledged before; nothing sent
+    "declined",  # the query would exceed the device's budget
+    "missed",  # the query is past round 1 and this device never answered it: it stays out
+    "failed",  # a permanent error (code and message say which)
+]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    query_id: str
+    round: int
+    status: OutcomeStatus
+    code: str = ""
+    message: str = ""
+    attempts: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("accepted", "duplicate", "already_acknowledged")
+
+
+class ReportFailed(Exception):
+    """A report the server refused permanently, or that kept failing transiently."""
+
+    def __init__(self, code: grpc.StatusCode | None, message: str, attempts: int) -> None:
+        self.code = code
+        self.message = message
+        self.attempts = attempts
+        name = code.name if code is not None else "UNKNOWN"
+        super().__init__(f"{name}: {message} (after {attempts} attempt(s))")
+
+
+class Device:
+    """A device at (lat, lon) whose state lives in the JSON file `state_path`."""
+
+    def __init__(
+        self,
+        state_path: Path | str,
+        lat: float,
+        lon: float,
+        *,
+        budget_epsilon: float | None = None,
+        rounds_linked: bool = True,
+        retry: RetryPolicy | None = None,
+        on_retry: RetryHook | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.lat, self.lon = check_point(lat, lon)
+        self.state = DeviceState.open(state_path, budget_epsilon)
+        self.rounds_linked = rounds_linked
+        self.retry = retry or RetryPolicy()
+        self.on_retry = on_retry
+        self._sleep = sleep
+
+    def participate(
+        self,
+        target: grpc.Channel | pb_grpc.CollectorStub,
+        *,
+        query_ids: Iterable[str] | None = None,
+    ) -> list[Outcome]:
+        """Answer the current round of every open query (or just `query_ids`)."""
+        stub = (
+            target if isinstance(target, pb_grpc.CollectorStub) else pb_grpc.CollectorStub(target)
+        )
+        listing = self._call(
+            lambda: stub.ListOpenQueries(
+                pb.ListOpenQueriesRequest(), timeout=self.retry.rpc_timeout
+            )
+        )
+        wanted = None if query_ids is None else set(query_ids)
+        return [
+            self.answer(stub, query)
+            for query in listing.queries
+            if wanted is None or query.query_id in wanted
+        ]
+
+    def answer(self, stub: pb_grpc.CollectorStub, query: pb.Query) -> Outcome:
+        """Answer the query's current round (deciding and saving everything first)."""
+        qid, round_ = query.query_id, int(query.current_round)
+        try:
+            info = QueryInfo.from_proto(query)
+        except ParameterError as exc:
+            return Outcome(
+                qid, round_, "failed", "INVALID_ARGUMENT", f"bad query parameters: {exc}"
+            )
+        if not info.is_open:
+            return Outcome(qid, round_, "failed", "FAILED_PRECONDITION", "query is not open")
+        record = self.state.queries.get(qid)
+        if record is None:
+            if round_ > 1:
+                return Outcome(
+                    qid,
+                    round_,
+                    "missed",
+                    message="joined after round 1; answering later rounds "
+                    "alone would leak without counting",
+                )
+            record = self._decide(info)
+        if record.status == "declined":
+            return Outcome(qid, round_, "declined", message=record.reason)
+        if record.fingerprint != info.fingerprint:
+            return Outcome(
+                qid,
+                round_,
+                "failed",
+                "FAILED_PRECONDITION",
+                "the query's public parameters changed since this device drew its answers; "
+                "it will not draw again for the same query id",
+            )
+        if not 1 <= round_ <= len(record.acked):
+            return Outcome(qid, round_, "failed", "FAILED_PRECONDITION", f"no round {round_}")
+        if record.acked[round_ - 1]:
+            return Outcome(qid, round_, "already_acknowledged")
+        try:
+            ack, attempts = self._send(stub, self.report(record, round_))
+        except ReportFailed as exc:
+            code = exc.code.name if exc.code is not None else "UNKNOWN"
+            return Outcome(qid, round_, "failed", code, exc.message, exc.attempts)
+        record.acked[round_ - 1] = True
+        self.state.save()
+        return Outcome(qid, round_, "duplicate" if ack.duplicate else "accepted", attempts=attempts)
+
+    @staticmethod
+    def report(record: QueryRecord, round_: int) -> pb.Report:
+        """The report for `round_`, rebuilt from the saved record (identical every time)."""
+        assert record.draw is not None
+        return pb.Report(
+            query_id=record.query_id,
+            round=round_,
+            device_pseudonym=record.pseudonym,
+            report_id=record.report_ids[round_ - 1],
+            answers=record.draw.answers(round_),
+        )
+
+    def _decide(self, info: QueryInfo) -> QueryRecord:
+        """Budget check, then draw once and save before anything is sent."""
+        charge = query_charge(info.mechanism, len(info.targets), rounds_linked=self.rounds_linked)
+        budget = self.state.budget
+        if budget is not None and not budget.can_answer(charge):
+            record = QueryRecord(
+                query_id=info.query_id,
+                fingerprint=info.fingerprint,
+                status="declined",
+                charge=charge,
+                reason=f"local epsilon {charge:.6g} would exceed the device budget "
+                f"({budget.epsilon:.6g})",
+            )
+        else:
+            location = info.locate(self.lat, self.lon)
+            draw = info.mechanism.draw(location, info.targets)
+            record = QueryRecord(
+                query_id=info.query_id,
+                fingerprint=info.fingerprint,
+                status="answering",
+                charge=charge,
+                location_id=location,
+                pseudonym=secrets.token_bytes(KEY_BYTES),
+                report_ids=tuple(secrets.token_bytes(KEY_BYTES) for _ in range(draw.rounds)),
+                draw=draw,
+                acked=[False] * draw.rounds,
+            )
+            if budget is not None:
+                budget.record(info.query_id, charge)
+        self.state.queries[info.query_id] = record
+        self.state.save()
+        return record
+
+    def _send(self, stub: pb_grpc.CollectorStub, report: pb.Report) -> tuple[pb.ReportAck, int]:
+        request = pb.SubmitReportRequest(report=report)
+        attempts = 0
+
+        def call() -> pb.SubmitReportResponse:
+            nonlocal attempts
+            attempts += 1
+            return stub.SubmitReport(request, timeout=self.retry.rpc_timeout)
+
+        response = self._call(call)
+        return response.ack, attempts
+
+    def _call(self, fn: Callable[[], _T]) -> _T:
+        """Run `fn`, retrying transient failures with backoff; raise ReportFailed otherwise."""
+        delays = self.retry.delays()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                return fn()
+            except grpc.RpcError as err:
+                code = error_code(err)
+                delay = next(delays, None) if is_transient(code) else None
+                if delay is None:
+                    raise ReportFailed(code, error_details(err), attempt) from err
+                if self.on_retry is not None:
+                    self.on_retry(attempt, err)
+                self._sleep(delay)

@@ -1,0 +1,174 @@
+"""The state of a whole simulated fleet, in memory or in ONE file (never a file per device).
+
+Per device: location (lat, lon) and, per query, its location id, whether it answers or declined,
+its pseudonym, one report id per round, its packed answers for every round and which rounds were
+acknowledged. Saved as a single .npz (numpy arrays plus a JSON header), replaced atomically, so
+a fleet of 10^5 devices is one file of a few MB and a rerun resends with the same report ids.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from client.atomic import write_atomic
+from ldpcollect.errors import ParameterError
+from ldpcollect.geo.coords import check_points
+
+FLEET_FORMAT = "ldpcollect.fleet-state/1"
+
+Float64s = npt.NDArray[np.float64]
+Bools = npt.NDArray[np.bool_]
+Bytes2D = npt.NDArray[np.uint8]
+
+
+@dataclass
+class FleetQuery:
+    """What every device of the fleet decided for one query (arrays indexed by device)."""
+
+    fingerprint: str
+    charge: float
+    location_ids: npt.NDArray[np.uint64]  # (n,)
+    answering: Bools  # (n,) False = declined (budget)
+    pseudonyms: Bytes2D  # (n, 16)
+    report_ids: npt.NDArray[np.uint8]  # (rounds, n, 16)
+    answers: npt.NDArray[np.uint8]  # (rounds, n, ceil(T/8))
+    acked: npt.NDArray[np.bool_]  # (rounds, n)
+
+    @property
+    def rounds(self) -> int:
+        return int(self.answers.shape[0])
+
+
+@dataclass
+class FleetState:
+    lats: Float64s
+    lons: Float64s
+    budget_epsilon: float | None = None
+    queries: dict[str, FleetQuery] = field(default_factory=dict)
+    # Queries in the order they were decided: a device's own ledger is the charges of the
+    # queries it answered, in this order.
+    order: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.lats, self.lons = check_points(self.lats, self.lons)
+        if self.budget_epsilon is not None and not self.budget_epsilon > 0:
+            raise ParameterError("device budget", self.budget_epsilon, "(0, inf) epsilon")
+
+    @property
+    def size(self) -> int:
+        return int(self.lats.size)
+
+    def add_query(self, query_id: str, record: FleetQuery) -> None:
+        self.queries[query_id] = record
+        self.order.append(query_id)
+
+    def spent(self) -> Float64s:
+        """Each device's total charge so far (the sum of its own ledger)."""
+        total = np.zeros(self.size)
+        for qid in self.order:
+            record = self.queries[qid]
+            total[record.answering] += record.charge
+        return total
+
+    def save(self, path: Path | str) -> None:
+        header = {
+            "format": FLEET_FORMAT,
+            "budget_epsilon": self.budget_epsilon,
+            "order": self.order,
+            "queries": {
+                qid: {
+                    "fingerprint": rec.fingerprint,
+                    "charge": "inf" if math.isinf(rec.charge) else rec.charge,
+                }
+                for qid, rec in self.queries.items()
+            },
+        }
+        arrays: dict[str, npt.NDArray[np.generic]] = {"lats": self.lats, "lons": self.lons}
+        for k, qid in enumerate(self.order):
+            rec = self.queries[qid]
+            arrays[f"q{k}_location_ids"] = rec.location_ids
+            arrays[f"q{k}_answering"] = rec.answering
+            arrays[f"q{k}_pseudonyms"] = rec.pseudonyms
+            arrays[f"q{k}_report_ids"] = rec.report_ids
+            arrays[f"q{k}_answers"] = rec.answers
+            arrays[f"q{k}_acked"] = rec.acked
+        buffer = io.BytesIO()
+        np.savez(buffer, header=np.array(json.dumps(header)), **arrays)  # type: ignore[arg-type]
+        write_atomic(Path(path), buffer.getvalue())
+
+    @classmethod
+    def load(cls, path: Path | str) -> FleetState:
+        try:
+            with np.load(Path(path), allow_pickle=False) as data:
+                header = json.loads(str(data["header"]))
+                if header.get("format") != FLEET_FORMAT:
+                    raise ValueError(f"not a {FLEET_FORMAT} file")
+                state = cls(lats=data["lats"], lons=data["lons"])
+                state.budget_epsilon = header["budget_epsilon"]
+                for k, qid in enumerate(header["order"]):
+                    meta = header["queries"][qid]
+                    charge = math.inf if meta["charge"] == "inf" else float(meta["charge"])
+                    state.add_query(
+                        qid,
+                        FleetQuery(
+                            fingerprint=meta["fingerprint"],
+                            charge=charge,
+                            location_ids=data[f"q{k}_location_ids"],
+                            answering=data[f"q{k}_answering"],
+                            pseudonyms=data[f"q{k}_pseudonyms"],
+                            report_ids=data[f"q{k}_report_ids"],
+                            answers=data[f"q{k}_answers"],
+                            acked=data[f"q{k}_acked"].copy(),
+                        ),
+                    )
+        except (OSError, KeyError, ValueError, TypeError) as exc:
+            raise ParameterError("fleet state", str(path), "a fleet state file", str(exc)) from exc
+        return state
+
+
+def read_locations_csv(path: Path | str) -> tuple[Float64s, Float64s]:
+    """lat,lon rows (a header row is optional; named columns lat/lon may be in any order)."""
+    import csv
+
+    path = Path(path)
+    try:
+        with path.open(newline="") as handle:
+            rows = [row for row in csv.reader(handle) if row and any(c.strip() for c in row)]
+    except OSError as exc:
+        raise ParameterError("csv", str(path), "a readable CSV file of lat,lon", str(exc)) from exc
+    if not rows:
+        raise ParameterError("csv", str(path), "at least one lat,lon row", "the file is empty")
+    lat_col, lon_col = 0, 1
+    first = [c.strip().lower() for c in rows[0]]
+    if not _is_number(first[0]):
+        names = {name: i for i, name in enumerate(first)}
+        lat_col = names.get("lat", names.get("latitude", 0))
+        lon_col = names.get("lon", names.get("lng", names.get("longitude", 1)))
+        rows = rows[1:]
+    lats, lons = [], []
+    for line, row in enumerate(rows, start=1):
+        try:
+            lats.append(float(row[lat_col]))
+            lons.append(float(row[lon_col]))
+        except (IndexError, ValueError):
+            raise ParameterError(
+                "csv", f"{path} row {line}: {row!r}", "two numbers: lat,lon in degrees"
+            ) from None
+    if not lats:
+        raise ParameterError("csv", str(path), "at least one lat,lon row")
+    return check_points(np.asarray(lats), np.asarray(lons))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,80 @@
+"""Retrying transient gRPC failures with exponential backoff (the caller keeps the report id).
+
+Only failures that say "try again" are retried: UNAVAILABLE (server down or restarting),
+DEADLINE_EXCEEDED (no answer in time: the report may or may not be durable, so it is resent
+with the SAME report id and the server acknowledges it once) and RESOURCE_EXHAUSTED (overload).
+Everything else is permanent and surfaces to the caller.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import grpc
+
+from ldpcollect.errors import ParameterError
+
+TRANSIENT_CODES = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+    }
+)
+
+# Called before each retry with the attempt number just failed (1-based) and its error.
+RetryHook = Callable[[int, grpc.RpcError], None]
+
+
+def is_transient(code: grpc.StatusCode | None) -> bool:
+    return code in TRANSIENT_CODES
+
+
+def error_code(err: grpc.RpcError) -> grpc.StatusCode | None:
+    code = getattr(err, "code", None)
+    return code() if callable(code) else None
+
+
+def error_details(err: grpc.RpcError) -> str:
+    details = getattr(err, "details", None)
+    text = details() if callable(details) else None
+    return str(text) if text else str(err)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with jitter: delay_k = min(max_backoff, initial * multiplier**k)."""
+
+    max_attempts: int = 8
+    initial_backoff: float = 0.05
+    max_backoff: float = 2.0
+    multiplier: float = 2.0
+    jitter: float = 0.2
+    rpc_timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ParameterError("max_attempts", self.max_attempts, "[1, inf)")
+        if self.initial_backoff < 0 or self.max_backoff < self.initial_backoff:
+            raise ParameterError(
+                "initial_backoff/max_backoff",
+                (self.initial_backoff, self.max_backoff),
+                "0 <= initial_backoff <= max_backoff",
+            )
+        if self.multiplier < 1:
+            raise ParameterError("multiplier", self.multiplier, "[1, inf)")
+        if not 0 <= self.jitter <= 1:
+            raise ParameterError("jitter", self.jitter, "[0, 1]")
+        if self.rpc_timeout <= 0:
+            raise ParameterError("rpc_timeout", self.rpc_timeout, "(0, inf) seconds")
+
+    def delays(self, rng: random.Random | None = None) -> Iterator[float]:
+        """The sleep before retry 1, 2, ... (max_attempts - 1 of them)."""
+        rng = rng or random.Random()
+        delay = self.initial_backoff
+        for _ in range(self.max_attempts - 1):
+            spread = delay * self.jitter
+            yield max(0.0, delay + rng.uniform(-spread, spread))
+            delay = min(self.max_backoff, delay * self.multiplier)

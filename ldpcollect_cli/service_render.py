@@ -1,0 +1,182 @@
+"""How the service commands show wire messages: plain JSON objects and rich tables."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Mapping, Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from ldpcollect import wire
+from ldpcollect.errors import ParameterError
+from ldpcollect.v1 import ldpcollect_pb2 as pb
+
+STATE_NAMES = {
+    pb.QUERY_STATE_OPEN: "open",
+    pb.QUERY_STATE_CLOSED: "closed",
+    pb.QUERY_STATE_RELEASED: "released",
+}
+
+
+def number(value: float) -> float | str:
+    """JSON has no infinity or NaN: those travel as the strings "inf", "-inf", "nan"."""
+    if math.isfinite(value):
+        return value
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def print_json(data: object) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
+
+
+def query_json(query: pb.Query) -> dict[str, object]:
+    try:
+        mechanism = wire.mechanism_from_proto(query.mechanism)
+        mech_name, params = mechanism.name, mechanism.params()
+    except ParameterError:
+        mech_name, params = "invalid", {}
+    return {
+        "query_id": query.query_id,
+        "description": query.description,
+        "mechanism": mech_name,
+        "params": params,
+        "scheme": wire.scheme_to_text(query.location_scheme),
+        "targets": [int(t) for t in query.targets],
+        "rounds": int(query.rounds),
+        "current_round": int(query.current_round),
+        "state": STATE_NAMES.get(query.state, "unspecified"),
+        "min_reports": int(query.min_reports),
+        "noise_sigma": query.noise.sigma or None,
+        "reports_per_round": [int(n) for n in query.reports_per_round],
+        "completed_devices": int(query.completed_devices),
+        "created_at": query.created_at.ToJsonString() if query.HasField("created_at") else None,
+    }
+
+
+def claim_json(claim: pb.PrivacyClaim) -> dict[str, object]:
+    return {
+        "view": claim.view,
+        "guarantee": claim.guarantee,
+        "epsilon": number(claim.epsilon),
+        "delta": number(claim.delta),
+        "epsilon_bun_steinke": number(claim.epsilon_bun_steinke),
+        "rho": number(claim.rho) if claim.HasField("rho") else None,
+        "pure_epsilon": number(claim.pure_epsilon) if claim.HasField("pure_epsilon") else None,
+        "explanation": claim.explanation,
+    }
+
+
+def release_json(release: pb.QueryRelease) -> dict[str, object]:
+    return {
+        "query_id": release.query_id,
+        "participants": int(release.participants),
+        "released_at": (
+            release.released_at.ToJsonString() if release.HasField("released_at") else None
+        ),
+        "estimates": [
+            {
+                "location_id": int(e.location_id),
+                "estimate": number(e.estimate),
+                "std_error": number(e.std_error),
+                "ci_low": number(e.ci_low),
+                "ci_high": number(e.ci_high),
+                "participants": int(e.participants),
+                "round_counts": [int(c) for c in e.round_counts],
+            }
+            for e in release.estimates
+        ],
+        "claims": [claim_json(c) for c in release.claims],
+    }
+
+
+def ledger_json(ledger: pb.Ledger) -> dict[str, object]:
+    return {
+        "budget_epsilon": number(ledger.budget_epsilon),
+        "budget_delta": number(ledger.budget_delta),
+        "spent_rho": number(ledger.spent_rho),
+        "remaining_rho": number(ledger.remaining_rho),
+        "spent_epsilon": number(ledger.spent_epsilon),
+        "remaining_epsilon": number(ledger.remaining_epsilon),
+        "odometer_epsilon": number(ledger.odometer_epsilon),
+        "odometer_delta": number(ledger.odometer_delta),
+        "entries": [
+            {
+                "query_id": e.query_id,
+                "released_at": e.released_at.ToJsonString() if e.HasField("released_at") else None,
+                "claims": [claim_json(c) for c in e.claims],
+            }
+            for e in ledger.entries
+        ],
+        "notes": list(ledger.notes),
+    }
+
+
+def fmt(value: object, digits: int = 4) -> str:
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return "-" if value is None else str(value)
+
+
+def queries_table(queries: Sequence[pb.Query]) -> Table:
+    table = Table(title="queries")
+    for column in ("id", "mechanism", "scheme", "targets", "state", "round", "reports", "done"):
+        table.add_column(column)
+    for q in queries:
+        data = query_json(q)
+        params = data["params"]
+        assert isinstance(params, Mapping)
+        table.add_row(
+            q.query_id,
+            f"{data['mechanism']} " + " ".join(f"{k}={v}" for k, v in params.items()),
+            str(data["scheme"]),
+            str(len(q.targets)),
+            str(data["state"]),
+            f"{q.current_round}/{q.rounds}",
+            "/".join(str(n) for n in q.reports_per_round) or "0",
+            str(q.completed_devices),
+        )
+    return table
+
+
+def claims_table(claims: Sequence[pb.PrivacyClaim], title: str = "privacy cost") -> Table:
+    table = Table(title=title)
+    for column in ("view", "guarantee", "epsilon", "delta", "eps (Bun-Steinke)", "rho", "pure"):
+        table.add_column(column)
+    for c in claims:
+        table.add_row(
+            c.view,
+            c.guarantee,
+            fmt(c.epsilon),
+            fmt(c.delta),
+            fmt(c.epsilon_bun_steinke),
+            fmt(c.rho) if c.HasField("rho") else "-",
+            fmt(c.pure_epsilon) if c.HasField("pure_epsilon") else "-",
+        )
+    return table
+
+
+def release_tables(release: pb.QueryRelease, limit: int | None = None) -> list[Table]:
+    table = Table(title=f"release of {release.query_id} ({release.participants} participants)")
+    for column in ("location_id", "estimate", "std_error", "95% interval", "participants"):
+        table.add_column(column, justify="right")
+    rows = list(release.estimates)
+    if limit is not None:
+        rows = sorted(rows, key=lambda e: -e.estimate)[:limit]
+    for e in rows:
+        table.add_row(
+            str(e.location_id),
+            f"{e.estimate:.1f}",
+            f"{e.std_error:.1f}",
+            f"[{e.ci_low:.1f}, {e.ci_high:.1f}]",
+            str(e.participants),
+        )
+    return [table, claims_table(release.claims)]
+
+
+def explanations(console: Console, claims: Sequence[pb.PrivacyClaim]) -> None:
+    for c in claims:
+        if c.explanation:
+            console.print(f"[dim]{c.view}:[/dim] {c.explanation}")

@@ -1,0 +1,44 @@
+"""`ldpcollect serve`: the aggregator in the foreground, announcing the address it bound."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+from aggregator.config import AggregatorConfig
+from aggregator.server import AggregatorServer
+from ldpcollect.errors import ParameterError
+
+READY_PREFIX = "ldpcollect aggregator serving on "
+
+
+def serve_blocking(db: Path, listen: str, admin_token: str, metrics_port: int | None) -> None:
+    """Serve until SIGINT/SIGTERM. Prints one line `serving on host:port` once listening, so a
+    caller that asked for port 0 learns the port."""
+    if not admin_token:
+        raise ParameterError(
+            "admin token", "", "a non-empty token (--admin-token or LDPCOLLECT_ADMIN_TOKEN)"
+        )
+    config = AggregatorConfig(
+        db_path=db, admin_token=admin_token, listen=listen, metrics_port=metrics_port
+    )
+    asyncio.run(_serve(config))
+
+
+async def _serve(config: AggregatorConfig) -> None:
+    server = AggregatorServer(config)
+    port = await server.start()
+    host = config.listen.rsplit(":", 1)[0]
+    metrics = f", metrics on port {server.metrics_port}" if server.metrics_port else ""
+    sys.stdout.write(f"{READY_PREFIX}{host}:{port} (db {config.db_path}{metrics})\n")
+    sys.stdout.flush()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop(grace=5.0)

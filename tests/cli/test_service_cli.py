@@ -1,0 +1,143 @@
+"""The `ldpcollect` service commands end to end: a real `ldpcollect serve` subprocess and the
+real CLI in subprocesses (query create, fleet run, query close, release --json, ledger)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ldpcollect import geo
+
+TOKEN = "cli-test-token"
+HOME = geo.GridScheme().locate(*geo.DEFAULT_CENTER)
+TARGETS = ",".join(str(HOME + d) for d in (-1, 0, 1, 2))
+READY = "ldpcollect aggregator serving on "
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "LDPCOLLECT_ADMIN_TOKEN": TOKEN, "COLUMNS": "200"}
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    command = [sys.executable, "-m", "ldpcollect_cli.main", "serve", "--db"]
+    command += [str(tmp_path / "agg.db"), "--listen", "127.0.0.1:0"]
+    proc = subprocess.Popen(command, env=_env(), stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith(READY), line
+    yield line[len(READY) :].split()[0]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+
+
+def cli(*args: str, server: str | None = None, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "ldpcollect_cli.main", *args]
+    if server is not None:
+        command += ["--server", server]
+    done = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=120)
+    if ok:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_create_run_close_release_json(server: str, tmp_path: Path) -> None:
+    created = cli(
+        "query", "create", "--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3",
+        "--targets", TARGETS, "--id", "rr-cli", "--json", server=server,
+    )  # fmt: skip
+    query = json.loads(created.stdout)
+    assert query["query_id"] == "rr-cli"
+    assert query["params"] == {"flip1": "17/20", "flip2": "3/10"}
+    assert query["state"] == "open"
+
+    run = cli(
+        "fleet", "run", "--query", "rr-cli", "--devices", "800", "--mode", "stream",
+        "--seed", "4", "--no-progress", "--json", server=server,
+    )  # fmt: skip
+    fleet = json.loads(run.stdout)
+    assert fleet["completed"] == 800
+    assert fleet["rounds"][0]["accepted"] == 800
+    truth = {g["location_id"]: g["true_count"] for g in fleet["ground_truth"]}
+
+    closed = json.loads(cli("query", "close", "--query", "rr-cli", "--json", server=server).stdout)
+    assert closed["state"] == "closed"
+
+    release = json.loads(cli("release", "--query", "rr-cli", "--json", server=server).stdout)
+    assert release["participants"] == 800
+    assert len(release["estimates"]) == 4
+    for e in release["estimates"]:
+        assert {"location_id", "estimate", "std_error", "ci_low", "ci_high", "participants"} <= set(
+            e
+        )
+        assert e["participants"] == 800
+        assert e["ci_low"] <= e["estimate"] <= e["ci_high"]
+        assert abs(e["estimate"] - truth[e["location_id"]]) < 4.5 * e["std_error"]
+    # asking again shows the same release rather than failing
+    again = json.loads(cli("release", "--query", "rr-cli", "--json", server=server).stdout)
+    assert again["estimates"] == release["estimates"]
+    ledger = json.loads(cli("ledger", "--json", server=server).stdout)
+    assert [e["query_id"] for e in ledger["entries"]] == ["rr-cli"]
+
+
+def test_sp_fleet_with_advance_and_state_file(server: str, tmp_path: Path) -> None:
+    cli(
+        "query", "create", "--mechanism", "sp", "--sampling-rate", "0.5", "--targets", TARGETS,
+        "--id", "sp-cli", server=server,
+    )  # fmt: skip
+    state = tmp_path / "fleet.npz"
+    run = cli(
+        "fleet", "run", "--query", "sp-cli", "--devices", "600", "--mode", "batch",
+        "--batch-size", "100", "--advance", "--state", str(state), "--no-progress", "--json",
+        server=server,
+    )  # fmt: skip
+    fleet = json.loads(run.stdout)
+    assert [r["round"] for r in fleet["rounds"]] == [1, 2]
+    assert fleet["completed"] == 600
+    assert state.exists()
+    shown = json.loads(cli("query", "show", "--query", "sp-cli", "--json", server=server).stdout)
+    assert shown["completed_devices"] == 600
+    listed = json.loads(cli("query", "list", "--json", server=server).stdout)
+    assert [q["query_id"] for q in listed] == ["sp-cli"]
+
+
+def test_errors_print_code_and_message_without_traceback(server: str) -> None:
+    missing = cli("release", "--query", "nope", "--json", server=server, ok=False)
+    assert missing.returncode == 1
+    assert "NOT_FOUND" in missing.stderr
+    assert "Traceback" not in missing.stderr
+
+    bad = cli(
+        "query", "create", "--mechanism", "rr", "--flip1", "1.5", "--flip2", "0.3",
+        "--targets", TARGETS, server=server, ok=False,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert "flip1" in bad.stderr and "Traceback" not in bad.stderr
+
+    env = {k: v for k, v in _env().items() if k != "LDPCOLLECT_ADMIN_TOKEN"}
+    command = [sys.executable, "-m", "ldpcollect_cli.main", "query", "list", "--server", server]
+    wrong = subprocess.run(
+        [*command, "--admin-token", "wrong"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert wrong.returncode == 1
+    assert "PERMISSION_DENIED" in wrong.stderr or "UNAUTHENTICATED" in wrong.stderr
+
+
+def test_demo_json_small(tmp_path: Path) -> None:
+    done = cli("demo", "--devices", "3000", "--json")
+    out = json.loads(done.stdout)
+    assert len(out["targets"]) == 100
+    assert set(out["releases"]) == {"rr", "sp"}
+    for name in ("rr", "sp"):
+        release = out["releases"][name]
+        assert release["participants"] == out["fleet"][name]["completed"] > 0
+        assert isinstance(release["claims"], list)  # the release's privacy cost, as returned
+    busiest = out["busiest"]
+    assert busiest[0]["ground_truth"] >= busiest[-1]["ground_truth"]

@@ -1,0 +1,125 @@
+"""Pure parts of the fleet runner: ground truth, fleet state file, CSV locations, leakage."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from client.fleet import FleetConfig, ground_truth, new_fleet
+from client.fleet_state import FleetQuery, FleetState, read_locations_csv
+from client.leakage import query_charge
+from client.retry import RetryPolicy
+from ldpcollect.errors import ParameterError
+from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
+
+
+def _record(locations: list[int], answering: list[bool], acked: list[list[bool]]) -> FleetQuery:
+    n, rounds = len(locations), len(acked)
+    return FleetQuery(
+        fingerprint="f",
+        charge=1.0,
+        location_ids=np.asarray(locations, dtype=np.uint64),
+        answering=np.asarray(answering),
+        pseudonyms=np.zeros((n, 16), dtype=np.uint8),
+        report_ids=np.zeros((rounds, n, 16), dtype=np.uint8),
+        answers=np.zeros((rounds, n, 1), dtype=np.uint8),
+        acked=np.asarray(acked),
+    )
+
+
+def test_ground_truth_counts_only_completed_devices_in_target_order() -> None:
+    record = _record(
+        locations=[7, 3, 7, 9, 3, 7],
+        answering=[True, True, True, True, False, True],
+        acked=[[True, True, True, True, True, False], [True, False, True, True, True, True]],
+    )
+    counts, completed, outside = ground_truth(record, (7, 3, 5), upto_round=2)
+    # device 1 missed round 2, device 4 declined, device 5 missed round 1, device 3 is at 9
+    assert counts.tolist() == [2, 0, 0]
+    assert completed == 3
+    assert outside == 1
+    counts_r1, completed_r1, _ = ground_truth(record, (7, 3, 5), upto_round=1)
+    assert counts_r1.tolist() == [2, 1, 0]
+    assert completed_r1 == 4
+
+
+def test_fleet_state_file_round_trip(tmp_path: Path) -> None:
+    fleet = new_fleet([48.85, 48.86], [2.29, 2.30], budget_epsilon=4.0)
+    record = _record([1, 2], [True, False], [[True, False], [False, False]])
+    record.report_ids[:] = np.arange(2 * 2 * 16, dtype=np.uint8).reshape(2, 2, 16)
+    record.charge = math.inf
+    fleet.add_query("q1", record)
+    path = tmp_path / "fleet.npz"
+    fleet.save(path)
+    loaded = FleetState.load(path)
+    assert loaded.budget_epsilon == 4.0
+    assert loaded.order == ["q1"]
+    got = loaded.queries["q1"]
+    assert got.charge == math.inf
+    assert np.array_equal(got.report_ids, record.report_ids)
+    assert np.array_equal(got.acked, record.acked)
+    assert np.array_equal(loaded.lats, fleet.lats)
+    assert loaded.spent().tolist() == [math.inf, 0.0]
+
+
+def test_fleet_state_rejects_a_foreign_file(tmp_path: Path) -> None:
+    path = tmp_path / "x.npz"
+    path.write_bytes(b"not a zip")
+    with pytest.raises(ParameterError, match="fleet state"):
+        FleetState.load(path)
+
+
+def test_csv_with_and_without_header(tmp_path: Path) -> None:
+    with_header = tmp_path / "a.csv"
+    with_header.write_text("lon,lat\n2.29,48.85\n2.30,48.86\n")
+    lats, lons = read_locations_csv(with_header)
+    assert lats.tolist() == [48.85, 48.86] and lons.tolist() == [2.29, 2.30]
+    bare = tmp_path / "b.csv"
+    bare.write_text("48.85,2.29\n\n48.86,2.30\n")
+    lats, lons = read_locations_csv(bare)
+    assert lats.tolist() == [48.85, 48.86] and lons.tolist() == [2.29, 2.30]
+
+
+def test_csv_errors_name_the_row(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("lat,lon\n48.85,2.29\n91,2.0\n")
+    with pytest.raises(ParameterError, match="lats"):
+        read_locations_csv(bad)
+    worse = tmp_path / "worse.csv"
+    worse.write_text("48.85,2.29\n48.86\n")
+    with pytest.raises(ParameterError, match="row 2"):
+        read_locations_csv(worse)
+
+
+def test_local_charge_rr_one_target_is_eps0_two_targets_two_bits() -> None:
+    rr = RandomizedResponse("0.85", "0.3")
+    assert query_charge(rr, 1) == pytest.approx(2.9901612285045354, abs=1e-9)
+    # a move between two targets flips two bits: ln(0.895/0.045) + ln(0.955/0.105)
+    both = math.log(0.895 / 0.045) + math.log(0.955 / 0.105)
+    assert query_charge(rr, 100) == pytest.approx(both, abs=1e-9)
+
+
+def test_local_charge_linked_sp_is_unbounded_unlinked_counts_both_rounds() -> None:
+    sp = SamplingPrivacy(Fraction(1, 2))
+    assert query_charge(sp, 100) == math.inf
+    assert query_charge(sp, 1, rounds_linked=False) == pytest.approx(2 * math.log(2), abs=1e-9)
+    # one round, two targets: (1+s)/(1-s) = 3 per round
+    assert query_charge(sp, 9, rounds_linked=False) == pytest.approx(2 * math.log(3), abs=1e-9)
+
+
+def test_config_and_retry_reject_bad_values() -> None:
+    with pytest.raises(ParameterError, match="mode"):
+        FleetConfig(mode="carrier-pigeon")  # type: ignore[arg-type]
+    with pytest.raises(ParameterError, match="concurrency"):
+        FleetConfig(concurrency=0)
+    with pytest.raises(ParameterError, match="max_attempts"):
+        RetryPolicy(max_attempts=0)
+
+
+def test_backoff_grows_to_the_cap() -> None:
+    policy = RetryPolicy(max_attempts=6, initial_backoff=0.1, max_backoff=0.4, jitter=0.0)
+    assert list(policy.delays()) == [0.1, 0.2, 0.4, 0.4, 0.4]
