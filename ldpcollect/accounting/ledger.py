@@ -1,0 +1,334 @@
+"""The aggregator's privacy ledger: a budget, a filter that refuses releases before they
+happen, an odometer, and the record of every release in both views.
+
+Budget modes (the operator's (epsilon, delta) budget covers the PUBLIC view):
+- none (epsilon 0): releases are recorded and the odometer runs; nothing is refused.
+- zcdp (delta in (0, 1)): a Feldman-Zrnic zCDP filter. The budget becomes rho_B, the largest
+  rho whose CKS conversion at delta is <= epsilon; a release is refused if the released rhos,
+  plus its own, would exceed rho_B. Adaptively chosen rhos are fine (Feldman & Zrnic 2021,
+  Whitehouse et al. 2023); the whole interaction is rho_B-zCDP, hence (epsilon, delta)-DP.
+  A release with no zCDP bound (Sampling Privacy without release noise, only (0, s)-DP) is
+  REFUSED: its delta s is larger than any sensible budget delta, and charging it through
+  approximate-DP basic composition would exhaust the budget at once anyway.
+- pure (delta 0): basic composition of pure epsilons, valid adaptively; releases without a
+  pure bound are refused.
+Nothing is charged for a refused release, and the check runs before anything is computed.
+
+Odometer (valid at any time, whatever the budget): doubling tiers rho_k = RHO_0 2^k with
+delta_k = delta_o / 2^(k+1), so sum_k delta_k = delta_o. The realized zCDP loss sits in the
+smallest tier k with spent <= rho_k, and the reported loss is the CKS epsilon of (rho_k,
+delta_k) at delta delta_o (the filter-to-odometer construction of Whitehouse et al. 2023, seed
+002's pay-as-you-go idea). If every release is pure, the sum of pure epsilons (delta 0) is a valid
+realized loss too and the smaller statement is shown. Approximate-only releases (recorded when no
+budget is set) add their epsilon and delta by basic composition.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ldpcollect.accounting.conversions import (
+    bun_steinke_epsilon,
+    cks_epsilon,
+    rho_for_target,
+)
+from ldpcollect.accounting.release_cost import PrivacyClaim
+from ldpcollect.errors import ParameterError
+
+RHO_0 = 1e-4  # the odometer's first tier
+DEFAULT_ODOMETER_DELTA = 1e-6
+
+
+class BudgetExceeded(Exception):
+    """A release would exceed the budget; services map this to RESOURCE_EXHAUSTED."""
+
+    def __init__(
+        self, spent: float, requested: float, remaining: float, currency: str, message: str
+    ) -> None:
+        self.spent = spent
+        self.requested = requested
+        self.remaining = remaining
+        self.currency = currency
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Release:
+    query_id: str
+    released_at: str
+    claims: tuple[PrivacyClaim, ...]
+
+    def public(self) -> PrivacyClaim:
+        return _view(self.claims, "public")
+
+
+def _view(claims: tuple[PrivacyClaim, ...] | list[PrivacyClaim], view: str) -> PrivacyClaim:
+    for claim in claims:
+        if claim.view == view:
+            return claim
+    raise ParameterError("claims", [c.view for c in claims], f"a list holding a {view!r} claim")
+
+
+def _num(value: float) -> float | str:
+    return "inf" if math.isinf(value) else value
+
+
+@dataclass
+class PrivacyLedger:
+    """Budget, filter, odometer and record of releases. Persist with to_json()/from_json()."""
+
+    epsilon: float = 0.0
+    delta: float = 0.0
+    odometer_delta: float = DEFAULT_ODOMETER_DELTA
+    releases: list[Release] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.set_budget(self.epsilon, self.delta)
+        if not 0 < self.odometer_delta < 1:
+            raise ParameterError("odometer_delta", self.odometer_delta, "(0, 1)")
+
+    # -- budget -------------------------------------------------------------------------------
+    def set_budget(self, epsilon: float, delta: float) -> None:
+        """Set the population budget; epsilon 0 means none. Raising a budget later is only
+        sound if the decision does not depend on released outputs (say so in the docs)."""
+        if not (epsilon >= 0 and math.isfinite(epsilon)):
+            raise ParameterError("epsilon", epsilon, "[0, inf); 0 means no budget")
+        if not 0 <= delta < 1:
+            raise ParameterError("delta", delta, "[0, 1); 0 means a pure-DP budget")
+        self.epsilon, self.delta = float(epsilon), float(delta)
+
+    @property
+    def mode(self) -> str:
+        if self.epsilon == 0:
+            return "none"
+        return "pure" if self.delta == 0 else "zcdp"
+
+    @property
+    def currency(self) -> str:
+        return "epsilon" if self.mode == "pure" else "rho"
+
+    @property
+    def budget_rho(self) -> float:
+        return rho_for_target(self.epsilon, self.delta) if self.mode == "zcdp" else math.inf
+
+    def _budget_amount(self) -> float:
+        return self.epsilon if self.mode == "pure" else self.budget_rho
+
+    def cost(self, claims: list[PrivacyClaim] | tuple[PrivacyClaim, ...]) -> float:
+        """The public claim's cost in the filter's currency (inf when it has no such bound)."""
+        public = _view(claims, "public")
+        value = public.pure_epsilon if self.mode == "pure" else public.rho
+        return math.inf if value is None else value
+
+    def spent(self) -> float:
+        return math.fsum(self.cost(r.claims) for r in self.releases) if self.releases else 0.0
+
+    def spent_rho(self) -> float:
+        rhos = [r.public().rho for r in self.releases]
+        return math.inf if None in rhos else math.fsum(x for x in rhos if x is not None)
+
+    def remaining(self) -> float:
+        return max(0.0, self._budget_amount() - self.spent())
+
+    # -- filter -------------------------------------------------------------------------------
+    def check(self, claims: list[PrivacyClaim] | tuple[PrivacyClaim, ...]) -> None:
+        """Raise BudgetExceeded if a release with these claims would exceed the budget."""
+        if self.mode == "none":
+            return
+        requested = self.cost(claims)
+        spent = self.spent()
+        budget = self._budget_amount()
+        if math.isfinite(requested) and math.fsum([spent, requested]) <= budget:
+            return
+        remaining = max(0.0, budget - spent)
+        unit = self.currency
+        public = _view(claims, "public")
+        why = ""
+        if math.isinf(requested):
+            kind = "zCDP" if unit == "rho" else "pure-DP"
+            why = (
+                f" This release has no {kind} bound for the public ({public.guarantee}: epsilon "
+                f"{public.epsilon:g} at delta {public.delta:g}); add release noise"
+                + (" or set a (epsilon, delta) budget" if unit == "epsilon" else "")
+                + "."
+            )
+        message = (
+            f"privacy budget exceeded: spent {unit} {spent:.6g}, requested {unit} "
+            f"{requested:.6g}, remaining {unit} {remaining:.6g} of the budget (epsilon "
+            f"{self.epsilon:g}, delta {self.delta:g}"
+            + (f" = rho {budget:.6g}" if unit == "rho" else "")
+            + f"); as epsilon at delta {self.delta:g}: spent {self._as_eps(spent):.6g}, "
+            f"requested {self._as_eps(requested):.6g}, remaining {self._as_eps(remaining):.6g}."
+            + why
+        )
+        raise BudgetExceeded(spent, requested, remaining, unit, message)
+
+    def _as_eps(self, amount: float) -> float:
+        if self.currency == "epsilon" or math.isinf(amount):
+            return amount
+        return cks_epsilon(amount, self.delta)
+
+    def charge(
+        self, query_id: str, claims: list[PrivacyClaim], released_at: datetime | str
+    ) -> Release:
+        """Check, then record a release. Raises BudgetExceeded (nothing recorded) or
+        ParameterError for a query already released."""
+        if any(r.query_id == query_id for r in self.releases):
+            raise ParameterError("query_id", query_id, "a query not yet in the ledger")
+        _view(claims, "public")
+        self.check(claims)
+        stamp = released_at.isoformat() if isinstance(released_at, datetime) else released_at
+        release = Release(query_id, stamp, tuple(claims))
+        self.releases.append(release)
+        return release
+
+    # -- odometer -----------------------------------------------------------------------------
+    def odometer(self) -> dict[str, Any]:
+        """Realized public loss so far, valid at any time: epsilon, delta and how."""
+        publics = [r.public() for r in self.releases]
+        if not publics:
+            return {"epsilon": 0.0, "delta": 0.0, "method": "nothing released"}
+        if any(c.guarantee == "none" for c in publics):
+            return {
+                "epsilon": math.inf,
+                "delta": self.odometer_delta,
+                "method": "a release without any guarantee was recorded",
+            }
+        zcdp = [c.rho for c in publics if c.rho is not None]
+        approx = [c for c in publics if c.rho is None]
+        total_rho = math.fsum(x for x in zcdp if x is not None)
+        tier = 0
+        while RHO_0 * 2.0**tier < total_rho:
+            tier += 1
+        tier_rho = RHO_0 * 2.0**tier
+        tier_delta = self.odometer_delta / 2.0 ** (tier + 1)
+        eps = cks_epsilon(tier_rho, tier_delta) if total_rho > 0 else 0.0
+        eps += math.fsum(c.epsilon for c in approx)
+        delta = min(1.0, self.odometer_delta + math.fsum(c.delta for c in approx))
+        result: dict[str, Any] = {
+            "epsilon": eps,
+            "delta": delta,
+            "method": f"zCDP odometer tier {tier} (rho <= {tier_rho:g}, delta_k {tier_delta:.3g})"
+            + (
+                f" plus basic composition of {len(approx)} approximate-DP releases"
+                if approx
+                else ""
+            ),
+            "tier_rho": tier_rho,
+        }
+        pures = [c.pure_epsilon for c in publics]
+        if None not in pures:
+            pure_sum = math.fsum(x for x in pures if x is not None)
+            if pure_sum <= eps:
+                result.update(epsilon=pure_sum, delta=0.0, method="sum of pure epsilons")
+        return result
+
+    # -- reporting and persistence --------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        """Everything `ldpcollect ledger --json` shows (infinities as "inf")."""
+        mode = self.mode
+        spent, remaining = self.spent(), self.remaining()
+        spent_rho = self.spent_rho()
+        odo = self.odometer()
+        notes: list[str] = []
+        if mode == "none":
+            notes.append("No budget is set: releases are recorded but none is refused.")
+        for r in self.releases:
+            for c in r.claims:
+                if c.guarantee in ("approximate", "none"):
+                    notes.append(f"{r.query_id} ({c.view}): {c.explanation}")
+        if mode == "zcdp":
+            notes.append(
+                "spent_epsilon converts the rho spent so far at the budget's delta; the filter "
+                "guarantees the budget (epsilon, delta) for everything it lets through. The "
+                "odometer is the figure valid at any time."
+            )
+        pure_sum = [r.public().pure_epsilon for r in self.releases]
+        return {
+            "budget": {
+                "epsilon": self.epsilon,
+                "delta": self.delta,
+                "mode": mode,
+                "rho": _num(self.budget_rho) if mode == "zcdp" else None,
+            },
+            "budget_epsilon": self.epsilon,
+            "budget_delta": self.delta,
+            "currency": self.currency,
+            "spent": _num(spent),
+            "remaining": _num(remaining) if mode != "none" else None,
+            "spent_rho": _num(spent_rho),
+            "remaining_rho": _num(max(0.0, self.budget_rho - spent_rho))
+            if mode == "zcdp"
+            else None,
+            "spent_epsilon": _num(self._spent_epsilon(spent, spent_rho)),
+            "remaining_epsilon": _num(self._remaining_epsilon(remaining)),
+            "spent_epsilon_bun_steinke": _num(
+                bun_steinke_epsilon(spent_rho, self._delta_for_reading())
+                if math.isfinite(spent_rho)
+                else math.inf
+            ),
+            "spent_pure_epsilon": None
+            if None in pure_sum
+            else math.fsum(x for x in pure_sum if x is not None),
+            "odometer": {k: _num(v) if isinstance(v, float) else v for k, v in odo.items()},
+            "odometer_epsilon": _num(odo["epsilon"]),
+            "odometer_delta": odo["delta"],
+            "releases": [
+                {
+                    "query_id": r.query_id,
+                    "released_at": r.released_at,
+                    "charged": _num(self.cost(r.claims)) if mode != "none" else None,
+                    "claims": [c.to_json() for c in r.claims],
+                }
+                for r in self.releases
+            ],
+            "notes": notes,
+        }
+
+    def _delta_for_reading(self) -> float:
+        return self.delta if self.mode == "zcdp" else self.odometer_delta
+
+    def _spent_epsilon(self, spent: float, spent_rho: float) -> float:
+        if self.mode == "pure":
+            return spent
+        if math.isinf(spent_rho):
+            return math.inf
+        return cks_epsilon(spent_rho, self._delta_for_reading())
+
+    def _remaining_epsilon(self, remaining: float) -> float:
+        if self.mode == "none":
+            return math.inf
+        if self.mode == "pure":
+            return remaining
+        return cks_epsilon(remaining, self.delta)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "odometer_delta": self.odometer_delta,
+            "releases": [
+                {
+                    "query_id": r.query_id,
+                    "released_at": r.released_at,
+                    "claims": [c.to_json() for c in r.claims],
+                }
+                for r in self.releases
+            ],
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> PrivacyLedger:
+        if data.get("version") != 1:
+            raise ParameterError("version", data.get("version"), "1")
+        ledger = PrivacyLedger(
+            float(data["epsilon"]), float(data["delta"]), float(data["odometer_delta"])
+        )
+        for item in data["releases"]:
+            claims = tuple(PrivacyClaim.from_json(c) for c in item["claims"])
+            ledger.releases.append(Release(str(item["query_id"]), str(item["released_at"]), claims))
+        return ledger
