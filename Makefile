@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck pytest demo proto bench clean
+.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,7 @@ lint: install
 	$(BIN)/ruff format --check .
 
 typecheck: install
-	$(BIN)/mypy ldpcollect client aggregator ldpcollect_cli tests scripts
+	$(BIN)/mypy ldpcollect client aggregator ldpcollect_cli tests scripts bench
 
 pytest: install
 	$(BIN)/pytest -q
@@ -30,6 +30,14 @@ demo: install
 
 proto: install
 	$(BIN)/python scripts/gen_proto.py
+
+bench: bench-mechanisms bench-ingest
+
+bench-mechanisms: install
+	$(BIN)/python bench/mechanisms.py
+
+bench-ingest: install
+	$(BIN)/python -m bench.ingest --plot out/ingest.png
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
