@@ -213,6 +213,7 @@ def plot(rows: list[Row], path: Path) -> None:
     ax.set_title("Ingest on 127.0.0.1: aggregator vs bare server, same run")
     ax.legend()
     fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
