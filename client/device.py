@@ -19,7 +19,7 @@ from typing import Literal, TypeVar
 
 import grpc
 
-from client.leakage import query_charge
+from client.leakage import query_cost
 from client.query_info import QueryInfo
 from client.retry import RetryHook, RetryPolicy, error_code, error_details, is_transient
 from client.state import KEY_BYTES, DeviceState, QueryRecord
@@ -75,14 +75,13 @@ class Device:
         lon: float,
         *,
         budget_epsilon: float | None = None,
-        rounds_linked: bool = True,
+        budget_delta: float = 0.0,
         retry: RetryPolicy | None = None,
         on_retry: RetryHook | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.lat, self.lon = check_point(lat, lon)
-        self.state = DeviceState.open(state_path, budget_epsilon)
-        self.rounds_linked = rounds_linked
+        self.state = DeviceState.open(state_path, budget_epsilon, budget_delta)
         self.retry = retry or RetryPolicy()
         self.on_retry = on_retry
         self._sleep = sleep
@@ -169,16 +168,18 @@ class Device:
 
     def _decide(self, info: QueryInfo) -> QueryRecord:
         """Budget check, then draw once and save before anything is sent."""
-        charge = query_charge(info.mechanism, len(info.targets), rounds_linked=self.rounds_linked)
+        cost = query_cost(info.mechanism, len(info.targets))
         budget = self.state.budget
-        if budget is not None and not budget.can_answer(charge):
+        if budget is not None and not budget.can_answer(cost.epsilon, cost.delta, info.query_id):
             record = QueryRecord(
                 query_id=info.query_id,
                 fingerprint=info.fingerprint,
                 status="declined",
-                charge=charge,
-                reason=f"local epsilon {charge:.6g} would exceed the device budget "
-                f"({budget.epsilon:.6g})",
+                charge_epsilon=cost.epsilon,
+                charge_delta=cost.delta,
+                reason=f"{cost.explanation}: (epsilon {cost.epsilon:.6g}, delta {cost.delta:g}) "
+                f"would exceed the device budget (epsilon {budget.epsilon:g}, delta "
+                f"{budget.delta:g}; spent {budget.spent_epsilon:.6g}, {budget.spent_delta:g})",
             )
         else:
             location = info.locate(self.lat, self.lon)
@@ -187,7 +188,8 @@ class Device:
                 query_id=info.query_id,
                 fingerprint=info.fingerprint,
                 status="answering",
-                charge=charge,
+                charge_epsilon=cost.epsilon,
+                charge_delta=cost.delta,
                 location_id=location,
                 pseudonym=secrets.token_bytes(KEY_BYTES),
                 report_ids=tuple(secrets.token_bytes(KEY_BYTES) for _ in range(draw.rounds)),
@@ -195,7 +197,7 @@ class Device:
                 acked=[False] * draw.rounds,
             )
             if budget is not None:
-                budget.record(info.query_id, charge)
+                budget.record(info.query_id, cost.epsilon, cost.delta)
         self.state.queries[info.query_id] = record
         self.state.save()
         return record

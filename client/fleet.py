@@ -30,10 +30,9 @@ import grpc
 import grpc.aio
 import numpy as np
 import numpy.typing as npt
-from ldpcollect.accounting.device_budget import DeviceBudget
 
 from client.fleet_state import FleetQuery, FleetState
-from client.leakage import query_charge
+from client.leakage import DeviceBudget, query_cost
 from client.query_info import QueryInfo
 from client.retry import RetryPolicy, is_transient
 from ldpcollect.errors import ParameterError
@@ -56,7 +55,8 @@ class FleetConfig:
     concurrency: int = 8
     batch_size: int = 500
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    rounds_linked: bool = True
+    # Called with the gRPC status code before each retry of a call (tests, logging).
+    on_retry: Callable[[grpc.StatusCode], None] | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -118,7 +118,8 @@ class FleetResult:
     devices: int
     answering: int
     declined: int
-    charge: float
+    charge_epsilon: float
+    charge_delta: float
     targets: tuple[int, ...]
     ground_truth: npt.NDArray[np.int64]  # devices at each target among those that completed
     completed: int  # devices whose every round so far was acknowledged
@@ -136,7 +137,7 @@ class FleetResult:
             "devices": self.devices,
             "answering": self.answering,
             "declined": self.declined,
-            "charge_per_device": None if np.isinf(self.charge) else self.charge,
+            "charge_per_device": {"epsilon": self.charge_epsilon, "delta": self.charge_delta},
             "completed": self.completed,
             "outside_targets": self.outside_targets,
             "rounds": [r.to_json() for r in self.rounds],
@@ -152,18 +153,21 @@ class FleetError(Exception):
 
 
 def new_fleet(
-    lats: npt.ArrayLike, lons: npt.ArrayLike, budget_epsilon: float | None = None
+    lats: npt.ArrayLike,
+    lons: npt.ArrayLike,
+    budget_epsilon: float | None = None,
+    budget_delta: float = 0.0,
 ) -> FleetState:
+    """A fleet at these locations; with a budget, every device keeps its own DeviceBudget."""
     return FleetState(
         lats=np.asarray(lats, dtype=np.float64),
         lons=np.asarray(lons, dtype=np.float64),
         budget_epsilon=budget_epsilon,
+        budget_delta=budget_delta,
     )
 
 
-def decide(
-    fleet: FleetState, info: QueryInfo, rng: np.random.Generator, *, rounds_linked: bool = True
-) -> FleetQuery:
+def decide(fleet: FleetState, info: QueryInfo, rng: np.random.Generator) -> FleetQuery:
     """Every device decides once: declines if its own budget can't afford it, else draws."""
     existing = fleet.queries.get(info.query_id)
     if existing is not None:
@@ -180,8 +184,8 @@ def decide(
             "every round in one go (--advance)"
         )
     n = fleet.size
-    charge = query_charge(info.mechanism, len(info.targets), rounds_linked=rounds_linked)
-    answering = _can_answer(fleet, charge)
+    cost = query_cost(info.mechanism, len(info.targets))
+    answering = _can_answer(fleet, cost.epsilon, cost.delta)
     location_ids = info.locate_many(fleet.lats, fleet.lons)
     targets = np.asarray(info.targets, dtype=np.uint64)
     answers = info.mechanism.fleet_answers(location_ids, targets, rng)
@@ -189,7 +193,8 @@ def decide(
     keys = keys.reshape(1 + info.rounds, n, KEY_BYTES)
     record = FleetQuery(
         fingerprint=info.fingerprint,
-        charge=charge,
+        charge_epsilon=cost.epsilon,
+        charge_delta=cost.delta,
         location_ids=location_ids,
         answering=answering,
         pseudonyms=keys[0].copy(),
@@ -201,7 +206,7 @@ def decide(
     return record
 
 
-def _can_answer(fleet: FleetState, charge: float) -> npt.NDArray[np.bool_]:
+def _can_answer(fleet: FleetState, epsilon: float, delta: float) -> npt.NDArray[np.bool_]:
     """Each device asks its own DeviceBudget; devices with the same history decide alike."""
     n = fleet.size
     if fleet.budget_epsilon is None:
@@ -213,11 +218,12 @@ def _can_answer(fleet: FleetState, charge: float) -> npt.NDArray[np.bool_]:
     unique, inverse = np.unique(patterns, axis=0, return_inverse=True)
     decisions = np.empty(len(unique), dtype=bool)
     for k, pattern in enumerate(unique):
-        budget = DeviceBudget(fleet.budget_epsilon)
+        budget = DeviceBudget(fleet.budget_epsilon, fleet.budget_delta)
         for qid, answered in zip(fleet.order, pattern, strict=True):
             if answered:
-                budget.record(qid, fleet.queries[qid].charge)
-        decisions[k] = budget.can_answer(charge)
+                record = fleet.queries[qid]
+                budget.record(qid, record.charge_epsilon, record.charge_delta)
+        decisions[k] = budget.can_answer(epsilon, delta)
     return decisions[np.asarray(inverse).reshape(-1)]
 
 
@@ -253,7 +259,7 @@ async def answer_round(
     info = QueryInfo.from_proto(query)
     if not info.is_open:
         raise FleetError(f"query {info.query_id} is not open")
-    record = decide(fleet, info, rng, rounds_linked=config.rounds_linked)
+    record = decide(fleet, info, rng)
     round_ = info.current_round
     previous_done = record.acked[: round_ - 1].all(axis=0)
     # A device that missed an earlier round stays out: answering later rounds alone would
@@ -346,6 +352,8 @@ class _Sender:
                     self._fail(count, err.code().name, err.details() or "")
                     return None
                 self.result.retries += 1
+                if self.config.on_retry is not None:
+                    self.config.on_retry(err.code())
                 await asyncio.sleep(delay)
 
     async def _unary(self, unit: list[int]) -> None:
@@ -439,7 +447,8 @@ async def run_query(
         devices=fleet.size,
         answering=int(record.answering.sum()),
         declined=int((~record.answering).sum()),
-        charge=record.charge,
+        charge_epsilon=record.charge_epsilon,
+        charge_delta=record.charge_delta,
         targets=info.targets,
         ground_truth=truth,
         completed=completed,

@@ -33,7 +33,8 @@ class FleetQuery:
     """What every device of the fleet decided for one query (arrays indexed by device)."""
 
     fingerprint: str
-    charge: float
+    charge_epsilon: float
+    charge_delta: float
     location_ids: npt.NDArray[np.uint64]  # (n,)
     answering: Bools  # (n,) False = declined (budget)
     pseudonyms: Bytes2D  # (n, 16)
@@ -51,6 +52,7 @@ class FleetState:
     lats: Float64s
     lons: Float64s
     budget_epsilon: float | None = None
+    budget_delta: float = 0.0
     queries: dict[str, FleetQuery] = field(default_factory=dict)
     # Queries in the order they were decided: a device's own ledger is the charges of the
     # queries it answered, in this order.
@@ -58,8 +60,10 @@ class FleetState:
 
     def __post_init__(self) -> None:
         self.lats, self.lons = check_points(self.lats, self.lons)
-        if self.budget_epsilon is not None and not self.budget_epsilon > 0:
-            raise ParameterError("device budget", self.budget_epsilon, "(0, inf) epsilon")
+        if self.budget_epsilon is not None and not 0 <= self.budget_epsilon < math.inf:
+            raise ParameterError("device budget", self.budget_epsilon, "[0, inf) epsilon")
+        if not 0 <= self.budget_delta <= 1:
+            raise ParameterError("device budget delta", self.budget_delta, "[0, 1]")
 
     @property
     def size(self) -> int:
@@ -69,23 +73,25 @@ class FleetState:
         self.queries[query_id] = record
         self.order.append(query_id)
 
-    def spent(self) -> Float64s:
-        """Each device's total charge so far (the sum of its own ledger)."""
-        total = np.zeros(self.size)
+    def spent(self) -> tuple[Float64s, Float64s]:
+        """Each device's total (epsilon, delta) so far: the sums of its own ledger."""
+        eps, delta = np.zeros(self.size), np.zeros(self.size)
         for qid in self.order:
             record = self.queries[qid]
-            total[record.answering] += record.charge
-        return total
+            eps[record.answering] += record.charge_epsilon
+            delta[record.answering] += record.charge_delta
+        return eps, delta
 
     def save(self, path: Path | str) -> None:
         header = {
             "format": FLEET_FORMAT,
             "budget_epsilon": self.budget_epsilon,
+            "budget_delta": self.budget_delta,
             "order": self.order,
             "queries": {
                 qid: {
                     "fingerprint": rec.fingerprint,
-                    "charge": "inf" if math.isinf(rec.charge) else rec.charge,
+                    "charge": [rec.charge_epsilon, rec.charge_delta],
                 }
                 for qid, rec in self.queries.items()
             },
@@ -112,14 +118,16 @@ class FleetState:
                     raise ValueError(f"not a {FLEET_FORMAT} file")
                 state = cls(lats=data["lats"], lons=data["lons"])
                 state.budget_epsilon = header["budget_epsilon"]
+                state.budget_delta = float(header.get("budget_delta", 0.0))
                 for k, qid in enumerate(header["order"]):
                     meta = header["queries"][qid]
-                    charge = math.inf if meta["charge"] == "inf" else float(meta["charge"])
+                    charge_epsilon, charge_delta = (float(x) for x in meta["charge"])
                     state.add_query(
                         qid,
                         FleetQuery(
                             fingerprint=meta["fingerprint"],
-                            charge=charge,
+                            charge_epsilon=charge_epsilon,
+                            charge_delta=charge_delta,
                             location_ids=data[f"q{k}_location_ids"],
                             answering=data[f"q{k}_answering"],
                             pseudonyms=data[f"q{k}_pseudonyms"],

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ldpcollect.accounting.device_budget import DeviceBudget
-
 from client.atomic import write_atomic
+from client.leakage import DeviceBudget
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import DeviceDraw
 
@@ -47,7 +45,8 @@ class QueryRecord:
     query_id: str
     fingerprint: str
     status: RecordStatus
-    charge: float
+    charge_epsilon: float
+    charge_delta: float = 0.0
     location_id: int | None = None
     pseudonym: bytes = b""
     report_ids: tuple[bytes, ...] = ()
@@ -59,8 +58,7 @@ class QueryRecord:
         return {
             "fingerprint": self.fingerprint,
             "status": self.status,
-            # JSON has no infinity; a linked SP pair is charged +inf (see client.leakage).
-            "charge": "inf" if math.isinf(self.charge) else self.charge,
+            "charge": [self.charge_epsilon, self.charge_delta],
             "location_id": self.location_id,
             "pseudonym": self.pseudonym.hex(),
             "report_ids": [rid.hex() for rid in self.report_ids],
@@ -75,8 +73,9 @@ class QueryRecord:
             status = data["status"]
             if status not in ("answering", "declined"):
                 raise ValueError(f"unknown status {status!r}")
-            charge_raw = data["charge"]
-            charge = math.inf if charge_raw == "inf" else float(charge_raw)  # type: ignore[arg-type]
+            charge = data["charge"]
+            if not isinstance(charge, list) or len(charge) != 2:
+                raise ValueError("charge must be [epsilon, delta]")
             draw_raw = data.get("draw")
             draw = None if draw_raw is None else DeviceDraw.from_json(draw_raw)  # type: ignore[arg-type]
             location = data.get("location_id")
@@ -88,7 +87,8 @@ class QueryRecord:
                 query_id=query_id,
                 fingerprint=str(data["fingerprint"]),
                 status=status,
-                charge=charge,
+                charge_epsilon=float(charge[0]),
+                charge_delta=float(charge[1]),
                 location_id=None if location is None else int(location),  # type: ignore[call-overload]
                 pseudonym=bytes.fromhex(str(data.get("pseudonym", ""))),
                 report_ids=tuple(bytes.fromhex(str(rid)) for rid in report_ids),
@@ -121,7 +121,9 @@ class DeviceState:
     queries: dict[str, QueryRecord] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, path: Path | str, budget_epsilon: float | None = None) -> DeviceState:
+    def open(
+        cls, path: Path | str, budget_epsilon: float | None = None, budget_delta: float = 0.0
+    ) -> DeviceState:
         """Load the state at `path`, or start an empty one (with this budget) if none exists.
 
         A budget is fixed when the state is created; asking for a different one later raises
@@ -129,11 +131,11 @@ class DeviceState:
         """
         path = Path(path)
         if not path.exists():
-            budget = None if budget_epsilon is None else DeviceBudget(budget_epsilon)
+            budget = None if budget_epsilon is None else DeviceBudget(budget_epsilon, budget_delta)
             return cls(path=path, budget=budget)
         state = cls.load(path)
-        saved = None if state.budget is None else state.budget.epsilon
-        if budget_epsilon is not None and saved != budget_epsilon:
+        saved = None if state.budget is None else (state.budget.epsilon, state.budget.delta)
+        if budget_epsilon is not None and saved != (budget_epsilon, budget_delta):
             raise ParameterError(
                 "budget_epsilon",
                 budget_epsilon,

@@ -34,6 +34,7 @@ class FleetRequest:
     center: str
     state: Path | None
     device_budget: float | None
+    device_budget_delta: float
     advance: bool
     progress: bool
     server: str
@@ -53,18 +54,20 @@ def build_fleet(request: FleetRequest, rng: np.random.Generator) -> FleetState:
     """The fleet: from the state file if it exists, else from the CSV or the simulated city."""
     if request.state is not None and request.state.exists():
         fleet = FleetState.load(request.state)
-        if request.device_budget is not None and fleet.budget_epsilon != request.device_budget:
+        asked = (request.device_budget, request.device_budget_delta)
+        saved = (fleet.budget_epsilon, fleet.budget_delta)
+        if request.device_budget is not None and asked != saved:
             raise ParameterError(
-                "--device-budget",
-                request.device_budget,
-                f"the budget saved in {request.state} ({fleet.budget_epsilon})",
+                "--device-budget/--device-budget-delta",
+                asked,
+                f"the budget saved in {request.state} {saved}",
             )
         return fleet
     if request.csv is not None:
         lats, lons = read_locations_csv(request.csv)
     else:
         lats, lons = geo.sample_locations(request.devices, parse_center(request.center), rng)
-    return new_fleet(lats, lons, request.device_budget)
+    return new_fleet(lats, lons, request.device_budget, request.device_budget_delta)
 
 
 def run_fleet_command(request: FleetRequest, console: Console) -> None:

@@ -255,6 +255,10 @@ def fleet_run(
     device_budget: Annotated[
         float | None, typer.Option("--device-budget", help="Each device's local epsilon budget.")
     ] = None,
+    device_budget_delta: Annotated[
+        float,
+        typer.Option("--device-budget-delta", help="Each device's delta budget (SP costs (0, s))."),
+    ] = 0.0,
     advance: Annotated[
         bool, typer.Option("--advance", help="Advance and answer every round (needs admin token).")
     ] = False,
@@ -277,6 +281,7 @@ def fleet_run(
         center=center,
         state=state,
         device_budget=device_budget,
+        device_budget_delta=device_budget_delta,
         advance=advance,
         progress=progress,
         server=server,

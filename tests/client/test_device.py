@@ -147,7 +147,7 @@ def test_device_budget_declines_and_persists(
         device = Device(state_path, LAT, LON, budget_epsilon=6.0)
         outcomes = _statuses(device.participate(channel, query_ids=["q-rr1"]))
         assert outcomes == {"q-rr1": "accepted"}
-        # RR over 4 targets costs 5.198; a second one would exceed 6; linked SP is unbounded
+        # RR over 4 targets costs 5.198; a second would exceed 6; linked SP costs (0, 1/2)
         later = _statuses(Device(state_path, LAT, LON, budget_epsilon=6.0).participate(channel))
     assert later == {"q-rr1": "already_acknowledged", "q-rr2": "declined", "q-sp": "declined"}
     assert list(admin.get_query("q-rr2").reports_per_round) == [0]

@@ -11,8 +11,16 @@ import numpy as np
 import pytest
 
 from client.admin import AdminClient
-from client.fleet import FleetConfig, FleetError, FleetResult, new_fleet, run_query
+from client.fleet import (
+    FleetConfig,
+    FleetError,
+    FleetResult,
+    answer_round,
+    new_fleet,
+    run_query,
+)
 from client.fleet_state import FleetState
+from client.retry import RetryPolicy
 from ldpcollect import geo
 from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
 from ldpcollect.v1 import ldpcollect_pb2 as pb
@@ -116,9 +124,23 @@ async def test_fleet_devices_decline_queries_over_their_budget(
     sp = await _run(server, admin, fleet, "sp", config)
     assert (first.declined, first.answering) == (0, N)
     assert (second.declined, second.answering) == (N, 0)  # 5.198 + 5.198 > 6
-    assert sp.declined == N  # linked SP rounds have no finite local epsilon
+    assert sp.declined == N  # linked SP rounds cost (0, s): no delta in this budget
     assert list(admin.get_query("rr2").reports_per_round)[:1] in ([], [0])
-    assert np.all(fleet.spent() == pytest.approx(first.charge))
+    eps, delta = fleet.spent()
+    assert np.all(eps == pytest.approx(first.charge_epsilon)) and np.all(delta == 0)
+
+
+async def test_fleet_with_a_delta_budget_answers_one_sp_query_then_declines(
+    server: ServerThread, admin: AdminClient
+) -> None:
+    for qid in ("sp1", "sp2"):
+        admin.create_query(SamplingPrivacy("1/2"), "grid", TARGETS, query_id=qid)
+    fleet = _fleet(seed=6, budget=1.0)
+    fleet.budget_delta = 0.6  # (0, 0.5) per SP query: one fits, two do not
+    first = await _run(server, admin, fleet, "sp1", FleetConfig(mode="batch"))
+    second = await _run(server, admin, fleet, "sp2", FleetConfig(mode="batch"))
+    assert (first.declined, second.declined) == (0, N)
+    assert first.completed == N and (first.charge_epsilon, first.charge_delta) == (0.0, 0.5)
 
 
 async def test_fleet_state_file_carries_round_one_draws_to_round_two(
@@ -140,3 +162,29 @@ async def test_fleet_state_file_carries_round_one_draws_to_round_two(
         result = await run_query(channel, loaded, "sp", config, np.random.default_rng(99))
     assert result.completed == N
     assert admin.get_query("sp").completed_devices == N
+
+
+@pytest.mark.parametrize("mode", ["stream", "batch"])
+async def test_fleet_retries_through_a_server_restart_with_the_same_report_ids(
+    mode: str, server: ServerThread, admin: AdminClient
+) -> None:
+    admin.create_query(RandomizedResponse("0.85", "0.3"), "grid", TARGETS, query_id="rr")
+    fleet = _fleet(seed=13)
+    query = admin.get_query("rr")  # read while the server is up, then it goes down
+    server.stop()
+    codes: list[grpc.StatusCode] = []
+
+    def restart(code: grpc.StatusCode) -> None:
+        codes.append(code)
+        if len(codes) == 1:
+            server.start()  # same SQLite file, same port
+
+    retry = RetryPolicy(max_attempts=30, initial_backoff=0.05, max_backoff=0.5)
+    config = FleetConfig(mode=mode, concurrency=2, batch_size=400, retry=retry, on_retry=restart)  # type: ignore[arg-type]
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        _, result = await answer_round(channel, fleet, query, config, np.random.default_rng(1))
+    assert codes[0] == grpc.StatusCode.UNAVAILABLE
+    assert result.retries >= 1
+    assert result.failed == 0
+    assert result.accepted + result.duplicates == N
+    assert list(admin.get_query("rr").reports_per_round) == [N]

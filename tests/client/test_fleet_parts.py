@@ -11,7 +11,7 @@ import pytest
 
 from client.fleet import FleetConfig, ground_truth, new_fleet
 from client.fleet_state import FleetQuery, FleetState, read_locations_csv
-from client.leakage import query_charge
+from client.leakage import query_cost
 from client.retry import RetryPolicy
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
@@ -21,7 +21,8 @@ def _record(locations: list[int], answering: list[bool], acked: list[list[bool]]
     n, rounds = len(locations), len(acked)
     return FleetQuery(
         fingerprint="f",
-        charge=1.0,
+        charge_epsilon=1.0,
+        charge_delta=0.0,
         location_ids=np.asarray(locations, dtype=np.uint64),
         answering=np.asarray(answering),
         pseudonyms=np.zeros((n, 16), dtype=np.uint8),
@@ -51,7 +52,7 @@ def test_fleet_state_file_round_trip(tmp_path: Path) -> None:
     fleet = new_fleet([48.85, 48.86], [2.29, 2.30], budget_epsilon=4.0)
     record = _record([1, 2], [True, False], [[True, False], [False, False]])
     record.report_ids[:] = np.arange(2 * 2 * 16, dtype=np.uint8).reshape(2, 2, 16)
-    record.charge = math.inf
+    record.charge_delta = 0.5
     fleet.add_query("q1", record)
     path = tmp_path / "fleet.npz"
     fleet.save(path)
@@ -59,11 +60,12 @@ def test_fleet_state_file_round_trip(tmp_path: Path) -> None:
     assert loaded.budget_epsilon == 4.0
     assert loaded.order == ["q1"]
     got = loaded.queries["q1"]
-    assert got.charge == math.inf
+    assert (got.charge_epsilon, got.charge_delta) == (1.0, 0.5)
     assert np.array_equal(got.report_ids, record.report_ids)
     assert np.array_equal(got.acked, record.acked)
     assert np.array_equal(loaded.lats, fleet.lats)
-    assert loaded.spent().tolist() == [math.inf, 0.0]
+    eps, delta = loaded.spent()
+    assert eps.tolist() == [1.0, 0.0] and delta.tolist() == [0.5, 0.0]
 
 
 def test_fleet_state_rejects_a_foreign_file(tmp_path: Path) -> None:
@@ -95,20 +97,18 @@ def test_csv_errors_name_the_row(tmp_path: Path) -> None:
         read_locations_csv(worse)
 
 
-def test_local_charge_rr_one_target_is_eps0_two_targets_two_bits() -> None:
+def test_local_cost_rr_one_target_is_eps0_two_targets_two_bits() -> None:
     rr = RandomizedResponse("0.85", "0.3")
-    assert query_charge(rr, 1) == pytest.approx(2.9901612285045354, abs=1e-9)
+    assert query_cost(rr, 1).epsilon == pytest.approx(2.9901612285045354, abs=1e-9)
     # a move between two targets flips two bits: ln(0.895/0.045) + ln(0.955/0.105)
     both = math.log(0.895 / 0.045) + math.log(0.955 / 0.105)
-    assert query_charge(rr, 100) == pytest.approx(both, abs=1e-9)
+    assert query_cost(rr, 100).epsilon == pytest.approx(both, abs=1e-9)
+    assert query_cost(rr, 100).delta == 0.0
 
 
-def test_local_charge_linked_sp_is_unbounded_unlinked_counts_both_rounds() -> None:
-    sp = SamplingPrivacy(Fraction(1, 2))
-    assert query_charge(sp, 100) == math.inf
-    assert query_charge(sp, 1, rounds_linked=False) == pytest.approx(2 * math.log(2), abs=1e-9)
-    # one round, two targets: (1+s)/(1-s) = 3 per round
-    assert query_charge(sp, 9, rounds_linked=False) == pytest.approx(2 * math.log(3), abs=1e-9)
+def test_local_cost_of_linked_sp_rounds_is_zero_epsilon_delta_s() -> None:
+    cost = query_cost(SamplingPrivacy(Fraction(1, 2)), 100)
+    assert (cost.epsilon, cost.delta) == (0.0, 0.5)
 
 
 def test_config_and_retry_reject_bad_values() -> None:
