@@ -98,8 +98,8 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 async def test_sigkill_mid_fleet_loses_no_acknowledged_report(
     mode: Mode, server: ServerProcess
 ) -> None:
-    with grpc.insecure_channel(server.address) as channel:
-        AdminClient(channel, TOKEN).create_query(
+    with grpc.insecure_channel(server.address) as admin_channel:
+        AdminClient(admin_channel, TOKEN).create_query(
             RandomizedResponse("0.85", "0.3"), "grid", TARGETS, query_id="rr"
         )
     lats, lons = geo.sample_locations(DEVICES, geo.DEFAULT_CENTER, np.random.default_rng(7))
