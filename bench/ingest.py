@@ -256,6 +256,7 @@ def main() -> None:
     table = Table(title=f"Ingest on 127.0.0.1, {args.targets} targets per report")
     for col in (
         "path",
+        "reports",
         "bare reports/s",
         "aggregator reports/s",
         "ratio",
