@@ -9,7 +9,7 @@ from typing import Any
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
-from aggregator.model import Outcome
+from aggregator.store.base import SubmitResult
 
 _SIZE_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000)
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
@@ -65,18 +65,16 @@ class AggregatorMetrics:
         self.commit_group_requests.observe(requests)
         self.commit_group_reports.observe(reports)
 
-    def observe_outcomes(self, outcomes: list[Outcome]) -> None:
-        """Tally a chunk's outcomes and add them with one increment per kind."""
-        tally = Tally(
-            "duplicate" if o.duplicate else ("accepted" if o.ok else o.code.name) for o in outcomes
-        )
-        for kind, n in tally.items():
-            if kind == "accepted":
-                self.accepted.inc(n)
-            elif kind == "duplicate":
-                self.duplicates.inc(n)
-            else:
-                self.rejected.labels(reason=kind).inc(n)
+    def observe_submission(self, result: SubmitResult) -> None:
+        """Add a submission's outcomes with one increment per kind."""
+        if result.accepted:
+            self.accepted.inc(result.accepted)
+        if result.duplicates:
+            self.duplicates.inc(result.duplicates)
+        if result.rejected:
+            tally = Tally(outcome.code.name for _, outcome in result.rejected)
+            for reason, n in tally.items():
+                self.rejected.labels(reason=reason).inc(n)
 
     def observe_rejected_rpc(self, code: grpc.StatusCode, reports: int = 1) -> None:
         """A whole submission refused before any report was looked at."""

@@ -1,17 +1,25 @@
 """In-memory state of one query and the rules a report must pass (DESIGN.md section 4).
 
 Owned by the store's single writer thread: every change happens there, in order, so two
-concurrent copies of one report can never both be counted.
+concurrent copies of one report can never both be counted. This state is the authority for
+deduplication; the store persists it as an append-only report log and rebuilds it at start.
 
 Counts are per-target sums over devices that completed every round. For randomized response
 (one round) a report is counted when it arrives. For Sampling Privacy a device's round-1
 answers wait, individually, until its round-2 report arrives; then both rounds enter the
 counts together, so a device that drops out after round 1 never biases the estimate.
+
+Two ways in, one set of rules: `admit` checks a single report; `admit_all` takes a whole run
+of reports for one query at once (set operations and numpy instead of a Python step per
+report) when, and only when, every one of them would be accepted by `admit` in turn. When any
+report would not, `admit_all` changes nothing and the caller falls back to `admit`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import grpc
 import numpy as np
@@ -29,22 +37,63 @@ from aggregator.model import (
 from ldpcollect.wire import REPORT_KEY_BYTES
 
 Counts = npt.NDArray[np.int64]
+# What the dedup index remembers of an accepted report: (pseudonym, round, answers).
+StoredReport = tuple[bytes, int, bytes]
 
 
 @dataclass
-class StoredReport:
-    pseudonym: bytes
-    round: int
-    answers: bytes
+class ReportColumns:
+    """Reports as parallel columns, one entry per report, in arrival order."""
+
+    query_ids: list[str] = field(default_factory=list)
+    rounds: list[int] = field(default_factory=list)
+    pseudonyms: list[bytes] = field(default_factory=list)
+    report_ids: list[bytes] = field(default_factory=list)
+    answers: list[bytes] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.report_ids)
+
+    def append(self, report: ReportIn) -> None:
+        self.query_ids.append(report.query_id)
+        self.rounds.append(report.round)
+        self.pseudonyms.append(report.pseudonym)
+        self.report_ids.append(report.report_id)
+        self.answers.append(report.answers)
+
+    def report(self, index: int) -> ReportIn:
+        return ReportIn(
+            self.query_ids[index],
+            self.rounds[index],
+            self.pseudonyms[index],
+            self.report_ids[index],
+            self.answers[index],
+        )
+
+    @classmethod
+    def of(cls, reports: Iterable[ReportIn]) -> ReportColumns:
+        columns = cls()
+        for report in reports:
+            columns.append(report)
+        return columns
 
 
 @dataclass
 class Accepted:
-    """Reports accepted for one query in one group, in arrival order."""
+    """Reports accepted for one query and round in one group, in arrival order.
 
-    rows: list[tuple[bytes, bytes, int, bytes]] = field(default_factory=list)
-    # Answers that enter the counts now: per round, the packed answers of completed devices.
+    Each list holds byte strings that concatenate to the packed column (a part may hold one
+    report or a whole run), so a group is written as one log row with three joins.
+    """
+
+    round: int
+    count: int = 0
+    report_ids: list[bytes] = field(default_factory=list)
+    pseudonyms: list[bytes] = field(default_factory=list)
+    answers: list[bytes] = field(default_factory=list)
+    # Answers that enter the counts now: per round, packed answers of completed devices.
     completed_answers: list[list[bytes]] = field(default_factory=list)
+    completed: int = 0
 
 
 @dataclass
@@ -57,7 +106,8 @@ class QueryState:
     reports_per_round: list[int]
     completed_devices: int
     by_report_id: dict[bytes, StoredReport] = field(default_factory=dict)
-    device_rounds: set[tuple[bytes, int]] = field(default_factory=set)
+    # Per round (index 0 = round 1): pseudonyms of devices that reported that round.
+    devices_by_round: list[set[bytes]] = field(default_factory=list)
     # Sampling Privacy: round-1 answers of devices whose round-2 report has not arrived.
     awaiting_round2: dict[bytes, bytes] = field(default_factory=dict)
 
@@ -72,6 +122,7 @@ class QueryState:
             counts=np.zeros((rounds, len(spec.targets)), dtype=np.int64),
             reports_per_round=[0] * rounds,
             completed_devices=0,
+            devices_by_round=[set() for _ in range(rounds)],
         )
 
     @property
@@ -98,18 +149,30 @@ class QueryState:
             created_at=self.created_at,
         )
 
-    def restore_report(
-        self, report_id: bytes, pseudonym: bytes, round_: int, answers: bytes
+    def restore_reports(
+        self,
+        round_: int,
+        report_ids: list[bytes],
+        pseudonyms: list[bytes],
+        answers: list[bytes],
     ) -> None:
-        """Rebuild the dedup indexes from a stored report (counts are stored separately)."""
-        self.by_report_id[report_id] = StoredReport(pseudonym, round_, answers)
-        self.device_rounds.add((pseudonym, round_))
+        """Rebuild the dedup indexes from one stored log entry (counts are stored separately).
+
+        Entries may come in any order: a round-1 device waits for round 2 only while no
+        round-2 report of it is known.
+        """
+        self.by_report_id.update(_index_entries(round_, report_ids, pseudonyms, answers))
+        self.devices_by_round[round_ - 1].update(pseudonyms)
         if self.rounds == 2:
             if round_ == 1:
-                if (pseudonym, 2) not in self.device_rounds:
-                    self.awaiting_round2[pseudonym] = answers
+                done = self.devices_by_round[1]
+                self.awaiting_round2.update(
+                    (p, a) for p, a in zip(pseudonyms, answers, strict=True) if p not in done
+                )
             else:
-                self.awaiting_round2.pop(pseudonym, None)
+                pop = self.awaiting_round2.pop
+                for pseudonym in pseudonyms:
+                    pop(pseudonym, None)
 
     def admit(self, report: ReportIn, accepted: Accepted) -> Outcome:
         """Validate one report; when it is new and valid, record it and return ACCEPTED.
@@ -131,11 +194,7 @@ class QueryState:
             )
         previous = self.by_report_id.get(report.report_id)
         if previous is not None:
-            if (
-                previous.pseudonym == report.pseudonym
-                and previous.round == report.round
-                and previous.answers == report.answers
-            ):
+            if previous == (report.pseudonym, report.round, report.answers):
                 return DUPLICATE
             return Outcome(
                 grpc.StatusCode.ALREADY_EXISTS,
@@ -166,8 +225,8 @@ class QueryState:
                 f"answers has nonzero padding bits: the last "
                 f"{8 - len(self.spec.targets) % 8} bits of the last byte must be 0",
             )
-        key = (report.pseudonym, report.round)
-        if key in self.device_rounds:
+        devices = self.devices_by_round[report.round - 1]
+        if report.pseudonym in devices:
             return Outcome(
                 grpc.StatusCode.ALREADY_EXISTS,
                 f"device {report.pseudonym.hex()} already reported round {report.round} "
@@ -183,35 +242,126 @@ class QueryState:
                 )
             accepted.completed_answers[0].append(first)
             accepted.completed_answers[1].append(answers)
+            accepted.completed += 1
         elif self.rounds == 2:
             self.awaiting_round2[report.pseudonym] = answers
         else:
             accepted.completed_answers[0].append(answers)
-        self.by_report_id[report.report_id] = StoredReport(report.pseudonym, report.round, answers)
-        self.device_rounds.add(key)
+            accepted.completed += 1
+        self.by_report_id[report.report_id] = (report.pseudonym, report.round, answers)
+        devices.add(report.pseudonym)
         self.reports_per_round[report.round - 1] += 1
-        accepted.rows.append((report.report_id, report.pseudonym, report.round, answers))
+        accepted.count += 1
+        accepted.report_ids.append(report.report_id)
+        accepted.pseudonyms.append(report.pseudonym)
+        accepted.answers.append(answers)
         return ACCEPTED
 
+    def admit_all(self, reports: ReportColumns, accepted: Accepted) -> bool:
+        """Accept every report of a run for this query at once, or change nothing.
+
+        True only when `admit`, applied to each report in order, would accept each one: the
+        query is open, every report is for its current round with well-formed keys and
+        answers, and no report id or (device, round) repeats, within the run or before it.
+        """
+        n = len(reports)
+        round_ = self.current_round
+        if (
+            n == 0
+            or self.status != QueryStatus.OPEN
+            or accepted.round != round_
+            or reports.rounds.count(round_) != n
+        ):
+            return False
+        report_ids, pseudonyms, answers = reports.report_ids, reports.pseudonyms, reports.answers
+        if set(map(len, report_ids)) != {REPORT_KEY_BYTES}:
+            return False
+        if set(map(len, pseudonyms)) != {REPORT_KEY_BYTES}:
+            return False
+        if set(map(len, answers)) != {self.answer_bytes}:
+            return False
+        packed_answers = b"".join(answers)
+        mask = self.padding_mask
+        if mask:
+            last = np.frombuffer(packed_answers, dtype=np.uint8)[
+                self.answer_bytes - 1 :: self.answer_bytes
+            ]
+            if np.bitwise_and(last, mask).any():
+                return False
+        new_ids = set(report_ids)
+        if len(new_ids) != n or not self.by_report_id.keys().isdisjoint(new_ids):
+            return False
+        new_devices = set(pseudonyms)
+        devices = self.devices_by_round[round_ - 1]
+        if len(new_devices) != n or not devices.isdisjoint(new_devices):
+            return False
+        two_rounds = self.rounds == 2
+        if two_rounds and round_ == 2 and not self.awaiting_round2.keys() >= new_devices:
+            return False
+        # Every report passes: record them all.
+        if two_rounds and round_ == 2:
+            pop = self.awaiting_round2.pop
+            accepted.completed_answers[0].append(b"".join([pop(p) for p in pseudonyms]))
+            accepted.completed_answers[1].append(packed_answers)
+            accepted.completed += n
+        elif two_rounds:
+            self.awaiting_round2.update(zip(pseudonyms, answers, strict=True))
+        else:
+            accepted.completed_answers[0].append(packed_answers)
+            accepted.completed += n
+        self.by_report_id.update(_index_entries(round_, report_ids, pseudonyms, answers))
+        devices.update(new_devices)
+        self.reports_per_round[round_ - 1] += n
+        accepted.count += n
+        accepted.report_ids.append(b"".join(report_ids))
+        accepted.pseudonyms.append(b"".join(pseudonyms))
+        accepted.answers.append(packed_answers)
+        return True
+
     def new_accepted(self) -> Accepted:
-        return Accepted(completed_answers=[[] for _ in range(self.rounds)])
+        return Accepted(
+            round=self.current_round, completed_answers=[[] for _ in range(self.rounds)]
+        )
 
     def add_completed(self, accepted: Accepted) -> None:
         """Add the completed devices' answers of one group to the counts (vectorized)."""
-        n_completed = len(accepted.completed_answers[0])
+        n_completed = accepted.completed
         if n_completed == 0:
             return
         n_targets = len(self.spec.targets)
         for round_index, answers in enumerate(accepted.completed_answers):
-            packed = np.frombuffer(b"".join(answers), dtype=np.uint8).reshape(
-                n_completed, self.answer_bytes
-            )
-            bits = np.unpackbits(packed, axis=1, count=n_targets)
-            self.counts[round_index] += bits.sum(axis=0, dtype=np.int64)
+            self.counts[round_index] += column_sums(b"".join(answers), n_completed, n_targets)
         self.completed_devices += n_completed
 
     def forget_reports(self) -> None:
         """After a release: individual reports are gone."""
         self.by_report_id.clear()
-        self.device_rounds.clear()
+        for devices in self.devices_by_round:
+            devices.clear()
         self.awaiting_round2.clear()
+
+
+def _index_entries(
+    round_: int, report_ids: list[bytes], pseudonyms: list[bytes], answers: list[bytes]
+) -> Iterable[tuple[bytes, StoredReport]]:
+    n = len(report_ids)
+    return zip(report_ids, zip(pseudonyms, repeat(round_, n), answers, strict=True), strict=True)
+
+
+def column_sums(packed: bytes, n_rows: int, n_bits: int) -> Counts:
+    """Per bit position, how many of `n_rows` packed rows have it set.
+
+    Unpacks a bounded number of rows at a time (about 4 MiB of bits), so a large group of
+    reports with many targets never materializes all its bits at once.
+    """
+    row_bytes = (n_bits + 7) // 8
+    rows = np.frombuffer(packed, dtype=np.uint8).reshape(n_rows, row_bytes)
+    step = max(1, _UNPACK_BITS // max(n_bits, 1))
+    total = np.zeros(n_bits, dtype=np.int64)
+    for start in range(0, n_rows, step):
+        bits = np.unpackbits(rows[start : start + step], axis=1, count=n_bits)
+        total += bits.sum(axis=0, dtype=np.int64)
+    return total
+
+
+_UNPACK_BITS = 1 << 22

@@ -6,17 +6,18 @@ import asyncio
 import hmac
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, NoReturn, TypeVar
 
 import grpc
 
 from aggregator.errors import ServiceError
 from aggregator.metrics import AggregatorMetrics
-from aggregator.model import Outcome, QuerySpec, QueryStatus, ReportIn
+from aggregator.model import QuerySpec, QueryStatus
 from aggregator.protoconv import ledger_to_proto, query_to_proto, release_to_proto
 from aggregator.release import release_function, set_budget_function
-from aggregator.store.base import ReleaseFn, Store
+from aggregator.rounds import ReportColumns
+from aggregator.store.base import ReleaseFn, Store, SubmitResult
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import validate_targets
 from ldpcollect.v1 import ldpcollect_pb2 as pb
@@ -50,10 +51,13 @@ async def _guarded(context: Context, work: Awaitable[T]) -> T:
         await _fail(context, exc)
 
 
-def _report_in(report: pb.Report) -> ReportIn:
-    return ReportIn(
-        report.query_id, report.round, report.device_pseudonym, report.report_id, report.answers
-    )
+def _columns(reports: Iterable[pb.Report]) -> ReportColumns:
+    """The reports' fields as columns (one pass over the messages, one field read each)."""
+    rows = [(r.query_id, r.round, r.device_pseudonym, r.report_id, r.answers) for r in reports]
+    if not rows:
+        return ReportColumns()
+    query_ids, rounds, pseudonyms, report_ids, answers = map(list, zip(*rows, strict=True))
+    return ReportColumns(query_ids, rounds, pseudonyms, report_ids, answers)
 
 
 def _lookup(store: Store, query_id: str) -> pb.Query:
@@ -103,12 +107,13 @@ class CollectorService(pb_grpc.CollectorServicer):
     ) -> pb.SubmitReportResponse:
         self._metrics.batch_size.labels(path="unary").observe(1)
         report = request.report
-        (outcome,) = await _guarded(context, self._store.submit([_report_in(report)]))
-        self._metrics.observe_outcomes([outcome])
-        if not outcome.ok:
+        result = await _guarded(context, self._store.submit(_columns((report,))))
+        self._metrics.observe_submission(result)
+        if result.rejected:
+            outcome = result.rejected[0][1]
             await context.abort(outcome.code, outcome.message)
         return pb.SubmitReportResponse(
-            ack=pb.ReportAck(report_id=report.report_id, duplicate=outcome.duplicate)
+            ack=pb.ReportAck(report_id=report.report_id, duplicate=result.duplicates == 1)
         )
 
     async def StreamReports(
@@ -116,29 +121,43 @@ class CollectorService(pb_grpc.CollectorServicer):
         request_iterator: AsyncIterator[pb.SubmitReportRequest],
         context: grpc.aio.ServicerContext[pb.SubmitReportRequest, pb.SubmitReportsResponse],
     ) -> pb.SubmitReportsResponse:
-        inflight: list[asyncio.Future[list[Outcome]]] = []
-        done: list[Outcome] = []
-        chunk: list[ReportIn] = []
-        ids: list[bytes] = []
+        inflight: list[asyncio.Future[SubmitResult]] = []
+        done = SubmitResult()
+        offsets: list[int] = []  # index in the stream of each in-flight chunk's first report
+        received: list[pb.Report] = []
+        report_ids: list[bytes] = []
+        sent = 0
+
+        def absorb(offset: int, result: SubmitResult) -> None:
+            done.accepted += result.accepted
+            done.duplicates += result.duplicates
+            done.rejected.extend((offset + i, outcome) for i, outcome in result.rejected)
+
         try:
             async for message in request_iterator:
-                chunk.append(_report_in(message.report))
-                ids.append(message.report.report_id)
-                if len(chunk) >= self._chunk:
+                received.append(message.report)
+                if len(received) >= self._chunk:
+                    chunk = _columns(received)
+                    report_ids.extend(chunk.report_ids)
+                    offsets.append(sent)
+                    sent += len(chunk)
+                    received = []
                     inflight.append(asyncio.ensure_future(self._store.submit(chunk)))
-                    chunk = []
                     if len(inflight) >= _MAX_INFLIGHT_CHUNKS:
-                        done.extend(await inflight.pop(0))
-            if chunk:
+                        absorb(offsets.pop(0), await inflight.pop(0))
+            if received:
+                chunk = _columns(received)
+                report_ids.extend(chunk.report_ids)
+                offsets.append(sent)
                 inflight.append(asyncio.ensure_future(self._store.submit(chunk)))
-            for future in inflight:
-                done.extend(await future)
+            for offset, future in zip(offsets, inflight, strict=True):
+                absorb(offset, await future)
         except ServiceError as exc:
             for future in inflight:
                 future.cancel()
             await _fail(context, exc)
-        self._metrics.batch_size.labels(path="stream").observe(len(done))
-        return self._summarize(done, ids)
+        self._metrics.batch_size.labels(path="stream").observe(len(report_ids))
+        return self._summarize(done, report_ids)
 
     async def SubmitBatch(
         self,
@@ -159,32 +178,25 @@ class CollectorService(pb_grpc.CollectorServicer):
                 f"{self._max_batch}; split it into smaller batches",
             )
         self._metrics.batch_size.labels(path="batch").observe(n)
-        reports = [_report_in(r) for r in request.reports]
-        outcomes = await _guarded(context, self._store.submit(reports))
-        return self._summarize(outcomes, [r.report_id for r in reports])
+        reports = _columns(request.reports)
+        result = await _guarded(context, self._store.submit(reports))
+        return self._summarize(result, reports.report_ids)
 
-    def _summarize(self, outcomes: list[Outcome], ids: list[bytes]) -> pb.SubmitReportsResponse:
-        self._metrics.observe_outcomes(outcomes)
-        response = pb.SubmitReportsResponse()
-        accepted = duplicates = 0
-        for index, outcome in enumerate(outcomes):
-            if outcome.ok:
-                if outcome.duplicate:
-                    duplicates += 1
-                else:
-                    accepted += 1
-            else:
-                response.rejected.append(
-                    pb.ReportRejection(
-                        index=index,
-                        report_id=ids[index],
-                        code=outcome.code.value[0],
-                        message=outcome.message,
-                    )
+    def _summarize(self, result: SubmitResult, report_ids: list[bytes]) -> pb.SubmitReportsResponse:
+        self._metrics.observe_submission(result)
+        return pb.SubmitReportsResponse(
+            accepted=result.accepted,
+            duplicates=result.duplicates,
+            rejected=[
+                pb.ReportRejection(
+                    index=index,
+                    report_id=report_ids[index],
+                    code=outcome.code.value[0],
+                    message=outcome.message,
                 )
-        response.accepted = accepted
-        response.duplicates = duplicates
-        return response
+                for index, outcome in result.rejected
+            ],
+        )
 
 
 def _admin(

@@ -10,13 +10,15 @@ snapshots and never block on the writer.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.model import Outcome, QueryInfo, QuerySpec, ReleaseRecord, ReportIn
+from aggregator.model import Outcome, QueryInfo, QuerySpec, ReleaseRecord
+from aggregator.rounds import ReportColumns
 
 # A release computation: (query, completed-device counts (rounds x targets), ledger JSON or
 # None) -> (the release, the ledger JSON after charging it). Runs inside the store's
@@ -26,6 +28,19 @@ ReleaseFn = Callable[
 ]
 # A ledger update (e.g. set the budget): ledger JSON or None -> new ledger JSON.
 LedgerFn = Callable[[str | None], str]
+
+
+@dataclass
+class SubmitResult:
+    """What became of one submission's reports.
+
+    `accepted` (new) and `duplicates` (acknowledged again, counted once) are durable when the
+    result is returned; `rejected` lists (index in the submission, outcome) in order.
+    """
+
+    accepted: int = 0
+    duplicates: int = 0
+    rejected: list[tuple[int, Outcome]] = field(default_factory=list)
 
 
 class Store(Protocol):
@@ -46,8 +61,8 @@ class Store(Protocol):
     def stored_report_count(self, query_id: str) -> int:
         """Individual reports still held for a query (0 after its release)."""
 
-    async def submit(self, reports: Sequence[ReportIn]) -> list[Outcome]:
-        """Validate, count and persist reports; one outcome per report, in order."""
+    async def submit(self, reports: ReportColumns) -> SubmitResult:
+        """Validate, count and persist reports, each as if submitted alone, in order."""
 
     async def create_query(self, spec: QuerySpec, created_at: float) -> QueryInfo: ...
 

@@ -12,6 +12,12 @@ Design
   which would make "ack only once durable" untrue.)
 - Per-target counts live in memory as numpy int64 arrays and are written in the same
   transaction as the reports they include, so a crash can never separate the two.
+- Reports are kept as an append-only log: each transaction writes ONE row per query it
+  accepted reports for, holding that group's report ids, pseudonyms and answers as packed
+  fixed-width columns. The dedup indexes (report ids, devices per round, Sampling Privacy
+  devices awaiting round 2) live in the writer's memory, where every report is checked
+  anyway, and are rebuilt from the log at start. SQLite keeps no per-report index: a group
+  costs one row insert, not one B-tree insert per report and unique key.
 - Reads (list, get, release, ledger) see immutable snapshots published after each commit.
 """
 
@@ -25,7 +31,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -41,12 +47,12 @@ from aggregator.model import (
     QuerySpec,
     QueryStatus,
     ReleaseRecord,
-    ReportIn,
     TargetRelease,
 )
-from aggregator.rounds import Accepted, QueryState
-from aggregator.store.base import LedgerFn, ReleaseFn
+from aggregator.rounds import Accepted, QueryState, ReportColumns
+from aggregator.store.base import LedgerFn, ReleaseFn, SubmitResult
 from ldpcollect.mechanisms import mechanism_from_params
+from ldpcollect.wire import REPORT_KEY_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -68,15 +74,6 @@ CREATE TABLE IF NOT EXISTS queries (
     counts            BLOB NOT NULL     -- int64 little-endian, rounds x targets, row-major:
                                         -- per-target sums over devices that completed
 );
-CREATE TABLE IF NOT EXISTS reports (
-    query_id   TEXT NOT NULL,
-    report_id  BLOB NOT NULL,
-    pseudonym  BLOB NOT NULL,
-    round      INTEGER NOT NULL,
-    answers    BLOB NOT NULL,
-    PRIMARY KEY (query_id, report_id),
-    UNIQUE (query_id, pseudonym, round)
-) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS releases (
     query_id    TEXT PRIMARY KEY,
     released_at REAL NOT NULL,
@@ -87,6 +84,21 @@ CREATE TABLE IF NOT EXISTS ledger (
     body TEXT NOT NULL                  -- the privacy ledger's JSON
 );
 """
+REPORT_LOG_SCHEMA = """
+CREATE TABLE IF NOT EXISTS reports (  -- append-only report log: one row per query per commit
+    seq        INTEGER PRIMARY KEY,
+    query_id   TEXT NOT NULL,
+    round      INTEGER NOT NULL,
+    n          INTEGER NOT NULL,       -- reports in this row
+    report_ids BLOB NOT NULL,          -- n x 16 bytes
+    pseudonyms BLOB NOT NULL,          -- n x 16 bytes
+    answers    BLOB NOT NULL           -- n x ceil(targets / 8) bytes
+);
+"""
+REPORT_LOG_INDEX = "CREATE INDEX IF NOT EXISTS reports_by_query ON reports (query_id)"
+# Before the report log, reports were stored one row each (query_id, report_id, pseudonym,
+# round, answers); such a file is converted in place when opened.
+_LEGACY_REPORT_COLUMNS = {"query_id", "report_id", "pseudonym", "round", "answers"}
 
 
 class CommitObserver(Protocol):
@@ -106,7 +118,7 @@ class _Request:
 class _Group:
     """Changes of one transaction not yet written: accepted reports and touched queries."""
 
-    accepted: dict[str, Accepted] = field(default_factory=dict)
+    accepted: dict[str, Accepted] = field(default_factory=dict)  # by query id
     touched: dict[str, QueryState] = field(default_factory=dict)
     report_count: int = 0
 
@@ -163,6 +175,9 @@ class SqliteStore:
         conn.execute(f"PRAGMA synchronous={self._synchronous}")
         conn.executescript(SCHEMA)
         self._conn = conn
+        self._migrate_legacy_reports()
+        conn.execute(REPORT_LOG_SCHEMA)
+        conn.execute(REPORT_LOG_INDEX)
         self._load()
         self._publish(self._states.values())
         self._published_ledger = self._ledger_body
@@ -198,11 +213,11 @@ class SqliteStore:
 
     # ------------------------------------------------------------------ writes
 
-    async def submit(self, reports: Sequence[ReportIn]) -> list[Outcome]:
-        def run(group: _Group) -> list[Outcome]:
+    async def submit(self, reports: ReportColumns) -> SubmitResult:
+        def run(group: _Group) -> SubmitResult:
             return self._admit(group, reports)
 
-        result: list[Outcome] = await self._enqueue(run, len(reports))
+        result: SubmitResult = await self._enqueue(run, len(reports))
         return result
 
     async def create_query(self, spec: QuerySpec, created_at: float) -> QueryInfo:
@@ -409,40 +424,71 @@ class SqliteStore:
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(_settle, results)
 
-    def _admit(self, group: _Group, reports: Sequence[ReportIn]) -> list[Outcome]:
-        outcomes: list[Outcome] = []
+    def _accepted(self, group: _Group, state: QueryState) -> Accepted:
+        query_id = state.spec.query_id
+        accepted = group.accepted.get(query_id)
+        if accepted is None:
+            accepted = group.accepted[query_id] = state.new_accepted()
+            group.touched[query_id] = state
+        return accepted
+
+    def _admit(self, group: _Group, reports: ReportColumns) -> SubmitResult:
+        n = len(reports)
+        if n == 0:
+            return SubmitResult()
         states = self._states
-        for report in reports:
+        query_ids = reports.query_ids
+        first = query_ids[0]
+        state = states.get(first)
+        # The common case, a run of new valid reports for one query, in one step.
+        if (
+            state is not None
+            and query_ids.count(first) == n
+            and state.admit_all(reports, self._accepted(group, state))
+        ):
+            return SubmitResult(accepted=n)
+        result = SubmitResult()
+        for index in range(n):
+            report = reports.report(index)
             state = states.get(report.query_id)
             if state is None:
-                outcomes.append(
-                    Outcome(grpc.StatusCode.NOT_FOUND, str(_not_found(report.query_id)))
-                )
-                continue
-            accepted = group.accepted.get(report.query_id)
-            if accepted is None:
-                accepted = group.accepted[report.query_id] = state.new_accepted()
-                group.touched[report.query_id] = state
-            outcomes.append(state.admit(report, accepted))
-        return outcomes
+                outcome = Outcome(grpc.StatusCode.NOT_FOUND, str(_not_found(report.query_id)))
+            else:
+                outcome = state.admit(report, self._accepted(group, state))
+            if not outcome.ok:
+                result.rejected.append((index, outcome))
+            elif outcome.duplicate:
+                result.duplicates += 1
+            else:
+                result.accepted += 1
+        return result
 
     def _flush(self, group: _Group) -> None:
-        """Write accepted reports and add completed devices to the counts."""
+        """Append the accepted reports to the log and add completed devices to the counts."""
         assert self._conn is not None
-        rows: list[tuple[str, bytes, bytes, int, bytes]] = []
+        rows: list[tuple[str, int, int, bytes, bytes, bytes]] = []
         for query_id, accepted in group.accepted.items():
-            rows.extend((query_id, *row) for row in accepted.rows)
-            self._states[query_id].add_completed(accepted)
-            self._report_counts[query_id] = self._report_counts.get(query_id, 0) + len(
-                accepted.rows
+            if accepted.count == 0:
+                continue
+            rows.append(
+                (
+                    query_id,
+                    accepted.round,
+                    accepted.count,
+                    b"".join(accepted.report_ids),
+                    b"".join(accepted.pseudonyms),
+                    b"".join(accepted.answers),
+                )
             )
+            self._states[query_id].add_completed(accepted)
+            self._report_counts[query_id] = self._report_counts.get(query_id, 0) + accepted.count
+            group.report_count += accepted.count
         if rows:
             self._conn.executemany(
-                "INSERT INTO reports (query_id, report_id, pseudonym, round, answers) "
-                "VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO reports (query_id, round, n, report_ids, pseudonyms, answers) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
                 rows,
             )
-        group.report_count += len(rows)
         group.accepted.clear()
 
     def _publish(self, states: Any) -> None:
@@ -506,6 +552,41 @@ class SqliteStore:
         )
         self._ledger_body = body
 
+    def _migrate_legacy_reports(self) -> None:
+        """Convert a file from the one-row-per-report layout to the report log, atomically."""
+        assert self._conn is not None
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(reports)")}
+        if columns != _LEGACY_REPORT_COLUMNS:
+            return
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("ALTER TABLE reports RENAME TO reports_legacy")
+            conn.execute(REPORT_LOG_SCHEMA)
+            groups: dict[tuple[str, int], tuple[list[bytes], list[bytes], list[bytes]]] = {}
+            for qid, report_id, pseudonym, round_, answers in conn.execute(
+                "SELECT query_id, report_id, pseudonym, round, answers FROM reports_legacy "
+                "ORDER BY round"
+            ):
+                ids, pseudonyms, all_answers = groups.setdefault((qid, round_), ([], [], []))
+                ids.append(report_id)
+                pseudonyms.append(pseudonym)
+                all_answers.append(answers)
+            conn.executemany(
+                "INSERT INTO reports (query_id, round, n, report_ids, pseudonyms, answers) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (qid, round_, len(ids), b"".join(ids), b"".join(ps), b"".join(answers))
+                    for (qid, round_), (ids, ps, answers) in groups.items()
+                ],
+            )
+            conn.execute("DROP TABLE reports_legacy")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        log.info("converted %s to the report log layout", self._path)
+
     def _load(self) -> None:
         """(Re)build all writer-owned state from the committed file."""
         assert self._conn is not None
@@ -540,15 +621,30 @@ class SqliteStore:
             )
             self._states[qid] = state
         self._report_counts = {}
-        for qid, report_id, pseudonym, round_, answers in self._conn.execute(
-            "SELECT query_id, report_id, pseudonym, round, answers FROM reports"
+        for qid, round_, n, report_ids, pseudonyms, answers in self._conn.execute(
+            "SELECT query_id, round, n, report_ids, pseudonyms, answers FROM reports ORDER BY seq"
         ):
-            self._states[qid].restore_report(report_id, pseudonym, round_, answers)
-            self._report_counts[qid] = self._report_counts.get(qid, 0) + 1
+            state = self._states[qid]
+            state.restore_reports(
+                round_,
+                _split(report_ids, n, REPORT_KEY_BYTES),
+                _split(pseudonyms, n, REPORT_KEY_BYTES),
+                _split(answers, n, state.answer_bytes),
+            )
+            self._report_counts[qid] = self._report_counts.get(qid, 0) + n
         for qid, body in self._conn.execute("SELECT query_id, body FROM releases"):
             self._release_records[qid] = _release_from_json(json.loads(body))
         row = self._conn.execute("SELECT body FROM ledger WHERE id = 1").fetchone()
         self._ledger_body = None if row is None else str(row[0])
+
+
+def _split(packed: bytes, n: int, width: int) -> list[bytes]:
+    """The `n` fixed-width entries of a packed log column."""
+    if len(packed) != n * width:
+        raise RuntimeError(
+            f"corrupt report log: a column of {n} entries of {width} bytes has {len(packed)} bytes"
+        )
+    return [packed[i : i + width] for i in range(0, n * width, width)]
 
 
 def _unavailable() -> ServiceError:
