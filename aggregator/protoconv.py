@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from aggregator.model import QueryInfo, ReleaseRecord
-from aggregator.release import LedgerState, NoiseOnlyAccounting
+from aggregator.release import StoredLedger, epoch_seconds
+from ldpcollect.accounting.release_cost import PrivacyClaim
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.wire import mechanism_to_proto, noise_sigma_to_proto, scheme_from_text
-
-_CLAIM_FIELDS = frozenset(pb.PrivacyClaim.DESCRIPTOR.fields_by_name)
 
 
 def timestamp(seconds: float) -> Timestamp:
@@ -40,8 +40,17 @@ def query_to_proto(info: QueryInfo) -> pb.Query:
 
 
 def claim_to_proto(claim: dict[str, Any]) -> pb.PrivacyClaim:
+    """A stored claim (`PrivacyClaim.to_json()`, infinities as "inf") as its wire message."""
+    c = PrivacyClaim.from_json(claim)
     return pb.PrivacyClaim(
-        **{k: v for k, v in claim.items() if k in _CLAIM_FIELDS and v is not None}
+        view=c.view,
+        guarantee=c.guarantee,
+        epsilon=c.epsilon,
+        delta=c.delta,
+        epsilon_bun_steinke=c.epsilon_bun_steinke,
+        rho=c.rho,
+        pure_epsilon=c.pure_epsilon,
+        explanation=c.explanation,
     )
 
 
@@ -66,18 +75,89 @@ def release_to_proto(record: ReleaseRecord) -> pb.QueryRelease:
     )
 
 
+def _num(value: object) -> float:
+    """A summary number: "inf" strings, and None (no limit), become +inf."""
+    if value is None:
+        return math.inf
+    if isinstance(value, str | int | float):
+        return float(value)
+    raise TypeError(f"not a number: {value!r}")
+
+
+def _opt(value: object) -> float | None:
+    return None if value is None else _num(value)
+
+
 def ledger_to_proto(body: str | None) -> pb.Ledger:
-    ledger = LedgerState.from_body(body)
+    """GetLedger / SetBudget: the accounting's `summary()` plus budget history and notes."""
+    stored = StoredLedger.from_body(body)
+    ledger = stored.ledger
+    summary = ledger.summary()
+    odometer = summary["odometer"]
+    notes = list(summary["notes"])
+    notes.append(
+        f"Claims are stated at delta {stored.reporting_delta:g} "
+        + (
+            "(the budget's delta)"
+            if ledger.mode == "zcdp"
+            else "(a fixed reporting delta: no (epsilon, delta) budget is set)"
+        )
+        + "; each entry keeps the delta in force when it was released. The filter charges zCDP "
+        "rho (or pure epsilon under a pure budget), which does not depend on delta."
+    )
+    notes.append(
+        f"The odometer ({odometer['method']}) bounds the public's realized loss at any time, "
+        "whatever budget changes happened."
+    )
+    late = [c for c in stored.budget_changes if int(c.get("releases_before", 0)) > 0]
+    if late:
+        notes.append(
+            f"The budget was changed {len(late)} time(s) after releases had been charged "
+            f"(latest: epsilon {late[-1]['epsilon']:g}, delta {late[-1]['delta']:g}). Raising or "
+            "removing a budget is sound only if that decision did not depend on released "
+            "results; otherwise rely on the odometer."
+        )
+    if stored.unaccounted:
+        notes.append(
+            f"{len(stored.unaccounted)} release(s) were made by an aggregator without privacy "
+            "accounting and carry no claims; they are NOT counted in spent or the odometer: "
+            + ", ".join(str(e.get("query_id")) for e in stored.unaccounted)
+        )
     return pb.Ledger(
-        budget_epsilon=ledger.budget_epsilon,
-        budget_delta=ledger.budget_delta,
+        budget_epsilon=ledger.epsilon,
+        budget_delta=ledger.delta,
+        budget_mode=ledger.mode,
+        currency=ledger.currency,
+        budget_rho=_opt(summary["budget"]["rho"]),
+        spent=_num(summary["spent"]),
+        remaining=_opt(summary["remaining"]),
+        spent_rho=_num(summary["spent_rho"]),
+        remaining_rho=_num(summary["remaining_rho"]),
+        spent_epsilon=_num(summary["spent_epsilon"]),
+        remaining_epsilon=_num(summary["remaining_epsilon"]),
+        spent_epsilon_bun_steinke=_num(summary["spent_epsilon_bun_steinke"]),
+        spent_pure_epsilon=_opt(summary["spent_pure_epsilon"]),
+        odometer_epsilon=_num(summary["odometer_epsilon"]),
+        odometer_delta=_num(summary["odometer_delta"]),
+        odometer_method=str(odometer["method"]),
+        reporting_delta=stored.reporting_delta,
         entries=[
             pb.LedgerEntry(
                 query_id=str(e["query_id"]),
-                released_at=timestamp(float(e["released_at"])),
-                claims=[claim_to_proto(c) for c in e.get("claims", [])],
+                released_at=timestamp(epoch_seconds(str(e["released_at"]))),
+                claims=[claim_to_proto(c) for c in e["claims"]],
+                charged=_opt(e["charged"]),
             )
-            for e in ledger.entries
+            for e in summary["releases"]
         ],
-        notes=[NoiseOnlyAccounting.NOTE],
+        budget_changes=[
+            pb.BudgetChange(
+                epsilon=float(c["epsilon"]),
+                delta=float(c["delta"]),
+                changed_at=timestamp(epoch_seconds(str(c["changed_at"]))),
+                releases_before=int(c["releases_before"]),
+            )
+            for c in stored.budget_changes
+        ],
+        notes=notes,
     )

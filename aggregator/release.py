@@ -1,26 +1,34 @@
-"""Releases: once per query, inside the store's transaction (DESIGN.md section 3).
+"""Releases and the privacy ledger, inside the store's transaction (DESIGN.md section 3).
 
-Order (each step sees only what the previous one decided):
-  1. check the ledger's budget: refuse with RESOURCE_EXHAUSTED before anything is computed;
-  2. noise: exact discrete Gaussian noise on every released round count (when requested);
-  3. estimate with the mechanism's own estimator (noise variance included in the error);
-  4. charge the ledger;
-  then the store persists the release, the ledger and deletes the individual reports in the
-  same transaction.
+Order of a release (each step sees only what the previous one decided):
+  1. claims: the release's privacy cost for the public and the aggregator
+     (`ldpcollect.accounting.release_cost.release_claims`, from the query's mechanism, target
+     count and noise sigma, at the ledger's reporting delta);
+  2. filter: `PrivacyLedger.check` refuses a release that would exceed the budget with
+     RESOURCE_EXHAUSTED (spent, requested, remaining) BEFORE anything is computed or noised;
+  3. noise: exact discrete Gaussian noise on every released round count (when requested);
+  4. estimate with the mechanism's own estimator (noise variance included in the error);
+  5. charge the ledger;
+  then the store persists the release and the ledger, and deletes the individual reports, in
+  the same transaction. A refused release changes nothing.
 
-Privacy accounting (steps 1, 2, 4) belongs to `ldpcollect.accounting` (engineer C);
-`PrivacyAccounting` below is the seam. Step 2 (exact discrete Gaussian noise) is wired; steps 1
-and 4 (budget filter and ledger charge) are NOT yet: see `NoiseOnlyAccounting`.
+The stored ledger body is `PrivacyLedger.to_json()` plus the history of budget changes.
+Reporting delta: claims are stated at the budget's delta when an (epsilon, delta) budget is set,
+else at `DEFAULT_REPORTING_DELTA` (1e-6). The filter charges rho or pure epsilon, which do not
+depend on that delta.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from fractions import Fraction
-from typing import Any, Protocol
+from typing import Any
 
 import grpc
 import numpy as np
@@ -28,117 +36,167 @@ import numpy.typing as npt
 
 from aggregator.errors import ServiceError
 from aggregator.model import QueryInfo, ReleaseRecord, TargetRelease
-from aggregator.store.base import ReleaseFn
+from aggregator.store.base import LedgerFn
 from ldpcollect.accounting.discrete_gaussian import (
     discrete_gaussian_variance,
     sample_discrete_gaussian,
 )
+from ldpcollect.accounting.ledger import BudgetExceeded, PrivacyLedger
+from ldpcollect.accounting.release_cost import PrivacyClaim, release_claims
+from ldpcollect.errors import ParameterError
 
 Counts = npt.NDArray[np.int64]
 
+# The delta at which claims are stated when no (epsilon, delta) budget fixes one.
+DEFAULT_REPORTING_DELTA = 1e-6
+
+_ClaimKey = tuple[str, tuple[tuple[str, str], ...], int, Fraction | None, float]
+
+
+def iso_time(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
+
+
+def epoch_seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).timestamp()
+
 
 @dataclass
-class LedgerState:
-    """The ledger as stored (JSON). `accounting` holds the accounting module's own state."""
+class StoredLedger:
+    """The ledger as stored: C's `PrivacyLedger` and every budget change (an audit trail)."""
 
-    budget_epsilon: float = 0.0
-    budget_delta: float = 0.0
-    entries: list[dict[str, Any]] = field(default_factory=list)
-    accounting: dict[str, Any] | None = None
+    ledger: PrivacyLedger = field(default_factory=PrivacyLedger)
+    budget_changes: list[dict[str, Any]] = field(default_factory=list)
+    # Releases recorded by an aggregator version without accounting (no claims): listed, not
+    # counted; GetLedger says so.
+    unaccounted: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def reporting_delta(self) -> float:
+        return self.ledger.delta if self.ledger.mode == "zcdp" else DEFAULT_REPORTING_DELTA
 
     @classmethod
-    def from_body(cls, body: str | None) -> LedgerState:
+    def from_body(cls, body: str | None) -> StoredLedger:
         if body is None:
             return cls()
         data = json.loads(body)
+        if "version" not in data:  # the pre-accounting format: budget and claim-less entries
+            legacy = PrivacyLedger()
+            legacy.set_budget(
+                float(data.get("budget_epsilon", 0.0)), float(data.get("budget_delta", 0.0))
+            )
+            return cls(legacy, [], list(data.get("entries", [])))
         return cls(
-            budget_epsilon=float(data.get("budget_epsilon", 0.0)),
-            budget_delta=float(data.get("budget_delta", 0.0)),
-            entries=list(data.get("entries", [])),
-            accounting=data.get("accounting"),
+            PrivacyLedger.from_json(data),
+            list(data.get("budget_changes", [])),
+            list(data.get("unaccounted", [])),
         )
 
     def to_body(self) -> str:
-        return json.dumps(
-            {
-                "budget_epsilon": self.budget_epsilon,
-                "budget_delta": self.budget_delta,
-                "entries": self.entries,
-                "accounting": self.accounting,
-            },
-            sort_keys=True,
+        data = self.ledger.to_json()
+        data["budget_changes"] = self.budget_changes
+        if self.unaccounted:
+            data["unaccounted"] = self.unaccounted
+        return json.dumps(data, sort_keys=True)
+
+
+class ReleaseAccounting:
+    """Claims for a query (cached: they depend only on the query and the delta) and noise."""
+
+    def __init__(self) -> None:
+        self._cache: dict[_ClaimKey, tuple[PrivacyClaim, ...]] = {}
+        self._lock = threading.Lock()
+
+    def claims(self, query: QueryInfo, delta: float) -> list[PrivacyClaim]:
+        spec = query.spec
+        key: _ClaimKey = (
+            spec.mechanism.name,
+            tuple(sorted(spec.mechanism.params().items())),
+            len(spec.targets),
+            spec.noise_sigma,
+            delta,
         )
-
-
-class PrivacyAccounting(Protocol):
-    def check(self, ledger: LedgerState, query: QueryInfo) -> None:
-        """Raise ServiceError(RESOURCE_EXHAUSTED) if releasing `query` would exceed the budget."""
-
-    def noise(self, sigma: Fraction, shape: tuple[int, ...]) -> tuple[Counts, float]:
-        """Integer noise of that shape and its per-count variance."""
-
-    def charge(self, ledger: LedgerState, query: QueryInfo) -> list[dict[str, Any]]:
-        """Record the release in the ledger; returns its privacy claims (PrivacyClaim fields)."""
-
-
-class NoiseOnlyAccounting:
-    """Release noise wired (exact discrete Gaussian, `ldpcollect.accounting.discrete_gaussian`);
-    the budget check and the ledger charge are NOT wired yet (they wait for the accounting
-    package's `release_cost` and `ledger` modules): no claims are recorded, and a release is
-    refused while a budget is set, rather than released unaccounted."""
-
-    NOTE = "privacy accounting is not wired into this aggregator yet: no claims recorded"
-
-    def check(self, ledger: LedgerState, query: QueryInfo) -> None:
-        # TODO(accounting): PrivacyLedger.check(release_claims(...)) -> RESOURCE_EXHAUSTED.
-        if ledger.budget_epsilon > 0:
-            raise ServiceError(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                "a privacy budget is set but this aggregator cannot account for releases yet; "
-                "refusing rather than releasing unaccounted",
-            )
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached is None:
+            try:
+                cached = tuple(
+                    release_claims(spec.mechanism, len(spec.targets), spec.noise_sigma, delta)
+                )
+            except ParameterError as exc:
+                raise ServiceError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"cannot account for releasing {query.query_id!r}: {exc}",
+                ) from exc
+            with self._lock:
+                if len(self._cache) > 256:
+                    self._cache.clear()
+                self._cache[key] = cached
+        return list(cached)
 
     def noise(self, sigma: Fraction, shape: tuple[int, ...]) -> tuple[Counts, float]:
+        """Exact discrete Gaussian integers of that shape and their per-count variance."""
         sigma_sq = sigma * sigma
         size = int(np.prod(shape))
         draws = sample_discrete_gaussian(sigma_sq, size)
         noise = np.asarray(draws, dtype=np.int64).reshape(shape)
         return noise, discrete_gaussian_variance(sigma_sq)
 
-    def charge(self, ledger: LedgerState, query: QueryInfo) -> list[dict[str, Any]]:
-        # TODO(accounting): PrivacyLedger.charge(release_claims(...)); claims as dicts.
-        return []
+
+def refusal(query_id: str, exc: BudgetExceeded) -> ServiceError:
+    return ServiceError(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        f"release of {query_id!r} refused, nothing was computed or changed: {exc} "
+        "SetBudget can raise the budget (sound only if that decision does not depend on "
+        "released results).",
+    )
 
 
-def release_function(
-    accounting: PrivacyAccounting | None = None,
-    clock: Callable[[], float] = time.time,
-) -> ReleaseFn:
-    """The ReleaseFn the store runs inside its transaction."""
-    acct: PrivacyAccounting = accounting if accounting is not None else NoiseOnlyAccounting()
+class Releaser:
+    """The ReleaseFn the store runs inside its transaction (callable), plus `prepare`, which
+    computes the claims outside the store's writer so the transaction stays short."""
 
-    def compute(
-        query: QueryInfo, counts: Counts, ledger_body: str | None
+    def __init__(
+        self,
+        accounting: ReleaseAccounting | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._acct = accounting if accounting is not None else ReleaseAccounting()
+        self._clock = clock
+
+    def prepare(self, query: QueryInfo, ledger_body: str | None) -> None:
+        """Warm the claims cache at the current ledger's delta (optional; any thread)."""
+        self._acct.claims(query, StoredLedger.from_body(ledger_body).reporting_delta)
+
+    def __call__(
+        self, query: QueryInfo, counts: Counts, ledger_body: str | None
     ) -> tuple[ReleaseRecord, str | None]:
-        ledger = LedgerState.from_body(ledger_body)
-        # 1. Budget: refuse before anything is computed or noised.
-        acct.check(ledger, query)
-        # 2. Noise on every released round count.
+        stored = StoredLedger.from_body(ledger_body)
+        ledger = stored.ledger
+        # 1-2. Claims, then the filter: refuse before anything is computed or noised.
+        claims = self._acct.claims(query, stored.reporting_delta)
+        try:
+            ledger.check(claims)
+        except BudgetExceeded as exc:
+            raise refusal(query.query_id, exc) from exc
+        # 3. Noise on every released round count.
         released = counts.astype(np.int64, copy=True)
         noise_variance = 0.0
         sigma = query.spec.noise_sigma
         if sigma is not None:
-            noise, noise_variance = acct.noise(sigma, released.shape)
+            noise, noise_variance = self._acct.noise(sigma, released.shape)
             released += noise
-        # 3. Estimates from the (noised) counts of devices that completed every round.
+        # 4. Estimates from the (noised) counts of devices that completed every round.
         n = query.completed_devices
         est = query.spec.mechanism.estimate(released, n, noise_variance)
-        # 4. Charge the ledger.
-        released_at = clock()
-        claims = acct.charge(ledger, query)
-        ledger.entries.append(
-            {"query_id": query.query_id, "released_at": released_at, "claims": claims}
-        )
+        # 5. Charge the ledger.
+        released_at = self._clock()
+        try:
+            ledger.charge(query.query_id, claims, iso_time(released_at))
+        except BudgetExceeded as exc:  # cannot happen after check; kept for safety
+            raise refusal(query.query_id, exc) from exc
+        except ParameterError as exc:
+            raise ServiceError(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from exc
         record = ReleaseRecord(
             query_id=query.query_id,
             participants=n,
@@ -155,28 +213,65 @@ def release_function(
                 )
                 for i, target in enumerate(query.spec.targets)
             ),
-            claims=tuple(claims),
+            claims=tuple(c.to_json() for c in claims),
         )
-        return record, ledger.to_body()
-
-    return compute
+        return record, stored.to_body()
 
 
-def set_budget_function(epsilon: float, delta: float) -> Callable[[str | None], str]:
-    """A LedgerFn setting the budget; validates first (ParameterError-style ServiceError)."""
-    if not (np.isfinite(epsilon) and epsilon >= 0):
-        raise ServiceError(
-            grpc.StatusCode.INVALID_ARGUMENT, f"epsilon must be in [0, inf), got {epsilon!r}"
-        )
-    if not (np.isfinite(delta) and 0 <= delta < 1):
-        raise ServiceError(
-            grpc.StatusCode.INVALID_ARGUMENT, f"delta must be in [0, 1), got {delta!r}"
-        )
+def release_function(
+    accounting: ReleaseAccounting | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Releaser:
+    """The ReleaseFn the store runs inside its transaction."""
+    return Releaser(accounting, clock)
+
+
+def _validated_budget(epsilon: float, delta: float) -> PrivacyLedger:
+    try:
+        return PrivacyLedger(epsilon, delta)
+    except ParameterError as exc:
+        raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+
+
+def _budget_amount(ledger: PrivacyLedger) -> float:
+    return ledger.epsilon if ledger.mode == "pure" else ledger.budget_rho
+
+
+def set_budget_function(
+    epsilon: float, delta: float, clock: Callable[[], float] = time.time
+) -> LedgerFn:
+    """A LedgerFn setting the budget. Validates first (INVALID_ARGUMENT); refuses a budget below
+    what is already spent (FAILED_PRECONDITION). Raising a budget (or removing it, epsilon 0)
+    after releases is allowed and recorded: it is sound only if not decided from released
+    results, which the ledger's notes say."""
+    _validated_budget(epsilon, delta)
 
     def update(body: str | None) -> str:
-        ledger = LedgerState.from_body(body)
-        ledger.budget_epsilon = float(epsilon)
-        ledger.budget_delta = float(delta)
-        return ledger.to_body()
+        stored = StoredLedger.from_body(body)
+        old = stored.ledger
+        new = PrivacyLedger(float(epsilon), float(delta), old.odometer_delta, list(old.releases))
+        if new.mode != "none":
+            spent, amount = new.spent(), _budget_amount(new)
+            if not spent <= amount:
+                unit = new.currency
+                raise ServiceError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    f"budget (epsilon {epsilon:g}, delta {delta:g}) is {unit} {amount:.6g}, "
+                    f"below the {unit} {spent:.6g} already spent by {len(new.releases)} "
+                    "release(s); a budget cannot be lowered below what is spent"
+                    + (
+                        " (some release has no bound in this currency)" if math.isinf(spent) else ""
+                    ),
+                )
+        stored.ledger = new
+        stored.budget_changes.append(
+            {
+                "epsilon": float(epsilon),
+                "delta": float(delta),
+                "changed_at": iso_time(clock()),
+                "releases_before": len(new.releases),
+            }
+        )
+        return stored.to_body()
 
     return update

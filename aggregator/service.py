@@ -15,7 +15,7 @@ from aggregator.errors import ServiceError
 from aggregator.metrics import AggregatorMetrics
 from aggregator.model import QuerySpec, QueryStatus
 from aggregator.protoconv import ledger_to_proto, query_to_proto, release_to_proto
-from aggregator.release import release_function, set_budget_function
+from aggregator.release import Releaser, release_function, set_budget_function
 from aggregator.rounds import ReportColumns
 from aggregator.store.base import ReleaseFn, Store, SubmitResult
 from ldpcollect.errors import ParameterError
@@ -278,6 +278,10 @@ class AdminService(pb_grpc.AdminServicer):
 
     @_admin
     async def Release(self, request: pb.ReleaseRequest, context: Context) -> pb.QueryRelease:
+        info = self._store.query(request.query_id)
+        if info is not None and isinstance(self._release_fn, Releaser):
+            # Privacy claims computed here, off the store's writer thread.
+            await asyncio.to_thread(self._release_fn.prepare, info, self._store.ledger())
         record = await self._store.release(request.query_id, self._release_fn)
         return release_to_proto(record)
 
@@ -300,7 +304,7 @@ class AdminService(pb_grpc.AdminServicer):
 
     @_admin
     async def SetBudget(self, request: pb.SetBudgetRequest, context: Context) -> pb.Ledger:
-        update = set_budget_function(request.epsilon, request.delta)
+        update = set_budget_function(request.epsilon, request.delta, self._clock)
         return ledger_to_proto(await self._store.update_ledger(update))
 
     def _spec(self, request: pb.CreateQueryRequest) -> QuerySpec:

@@ -7,6 +7,7 @@ import math
 import sys
 from collections.abc import Mapping, Sequence
 
+from google.protobuf.message import Message
 from rich.console import Console
 from rich.table import Table
 
@@ -92,23 +93,57 @@ def release_json(release: pb.QueryRelease) -> dict[str, object]:
     }
 
 
+def _optional(message: Message, name: str) -> float | str | None:
+    """An `optional double` field: its number, or None when absent."""
+    return number(getattr(message, name)) if message.HasField(name) else None
+
+
 def ledger_json(ledger: pb.Ledger) -> dict[str, object]:
+    """Budget, spent and remaining (in the filter's currency, as rho and as epsilon in both
+    conversions), the odometer, every release with its claims, budget changes and notes."""
     return {
+        "budget": {
+            "epsilon": number(ledger.budget_epsilon),
+            "delta": number(ledger.budget_delta),
+            "mode": ledger.budget_mode,
+            "rho": _optional(ledger, "budget_rho"),
+        },
+        "currency": ledger.currency,
+        "reporting_delta": number(ledger.reporting_delta),
         "budget_epsilon": number(ledger.budget_epsilon),
         "budget_delta": number(ledger.budget_delta),
+        "spent": number(ledger.spent),
+        "remaining": _optional(ledger, "remaining"),
         "spent_rho": number(ledger.spent_rho),
         "remaining_rho": number(ledger.remaining_rho),
         "spent_epsilon": number(ledger.spent_epsilon),
+        "spent_epsilon_bun_steinke": number(ledger.spent_epsilon_bun_steinke),
         "remaining_epsilon": number(ledger.remaining_epsilon),
+        "spent_pure_epsilon": _optional(ledger, "spent_pure_epsilon"),
+        "odometer": {
+            "epsilon": number(ledger.odometer_epsilon),
+            "delta": number(ledger.odometer_delta),
+            "method": ledger.odometer_method,
+        },
         "odometer_epsilon": number(ledger.odometer_epsilon),
         "odometer_delta": number(ledger.odometer_delta),
         "entries": [
             {
                 "query_id": e.query_id,
                 "released_at": e.released_at.ToJsonString() if e.HasField("released_at") else None,
+                "charged": _optional(e, "charged"),
                 "claims": [claim_json(c) for c in e.claims],
             }
             for e in ledger.entries
+        ],
+        "budget_changes": [
+            {
+                "epsilon": number(c.epsilon),
+                "delta": number(c.delta),
+                "changed_at": c.changed_at.ToJsonString() if c.HasField("changed_at") else None,
+                "releases_before": int(c.releases_before),
+            }
+            for c in ledger.budget_changes
         ],
         "notes": list(ledger.notes),
     }

@@ -666,7 +666,12 @@ class LedgerEntry(_message.Message):
     QUERY_ID_FIELD_NUMBER: _builtins.int
     RELEASED_AT_FIELD_NUMBER: _builtins.int
     CLAIMS_FIELD_NUMBER: _builtins.int
+    CHARGED_FIELD_NUMBER: _builtins.int
     query_id: _builtins.str
+    charged: _builtins.float
+    """What the filter counts for this release, in the ledger's `currency` (the public claim's rho
+    or pure epsilon); absent when no budget is set. +inf when it has no bound in that currency.
+    """
     @_builtins.property
     def released_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -677,14 +682,49 @@ class LedgerEntry(_message.Message):
         query_id: _builtins.str = ...,
         released_at: _timestamp_pb2.Timestamp | None = ...,
         claims: _abc.Iterable[Global___PrivacyClaim] | None = ...,
+        charged: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["released_at", b"released_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_charged", b"_charged", "charged", b"charged", "released_at", b"released_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["claims", b"claims", "query_id", b"query_id", "released_at", b"released_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_charged", b"_charged", "charged", b"charged", "claims", b"claims", "query_id", b"query_id", "released_at", b"released_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__charged: _TypeAlias = _typing.Literal["charged"]  # noqa: Y015
+    _WhichOneofArgType__charged: _TypeAlias = _typing.Literal["_charged", b"_charged"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__charged) -> _WhichOneofReturnType__charged | None: ...
+
+Global___LedgerEntry: _TypeAlias = LedgerEntry  # noqa: Y015
+
+@_typing.final
+class BudgetChange(_message.Message):
+    """One SetBudget call, kept so that a budget raised after releases stays visible."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EPSILON_FIELD_NUMBER: _builtins.int
+    DELTA_FIELD_NUMBER: _builtins.int
+    CHANGED_AT_FIELD_NUMBER: _builtins.int
+    RELEASES_BEFORE_FIELD_NUMBER: _builtins.int
+    epsilon: _builtins.float
+    delta: _builtins.float
+    releases_before: _builtins.int
+    """Releases already charged when the budget changed."""
+    @_builtins.property
+    def changed_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        epsilon: _builtins.float = ...,
+        delta: _builtins.float = ...,
+        changed_at: _timestamp_pb2.Timestamp | None = ...,
+        releases_before: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["changed_at", b"changed_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed_at", b"changed_at", "delta", b"delta", "epsilon", b"epsilon", "releases_before", b"releases_before"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
-Global___LedgerEntry: _TypeAlias = LedgerEntry  # noqa: Y015
+Global___BudgetChange: _TypeAlias = BudgetChange  # noqa: Y015
 
 @_typing.final
 class Ledger(_message.Message):
@@ -700,6 +740,16 @@ class Ledger(_message.Message):
     ODOMETER_DELTA_FIELD_NUMBER: _builtins.int
     ENTRIES_FIELD_NUMBER: _builtins.int
     NOTES_FIELD_NUMBER: _builtins.int
+    BUDGET_MODE_FIELD_NUMBER: _builtins.int
+    CURRENCY_FIELD_NUMBER: _builtins.int
+    BUDGET_RHO_FIELD_NUMBER: _builtins.int
+    SPENT_FIELD_NUMBER: _builtins.int
+    REMAINING_FIELD_NUMBER: _builtins.int
+    SPENT_EPSILON_BUN_STEINKE_FIELD_NUMBER: _builtins.int
+    SPENT_PURE_EPSILON_FIELD_NUMBER: _builtins.int
+    ODOMETER_METHOD_FIELD_NUMBER: _builtins.int
+    REPORTING_DELTA_FIELD_NUMBER: _builtins.int
+    BUDGET_CHANGES_FIELD_NUMBER: _builtins.int
     budget_epsilon: _builtins.float
     """The operator's budget for the population (public view); epsilon 0 means none set."""
     budget_delta: _builtins.float
@@ -711,12 +761,39 @@ class Ledger(_message.Message):
     odometer_epsilon: _builtins.float
     """Odometer: realized loss so far, valid at any time."""
     odometer_delta: _builtins.float
+    budget_mode: _builtins.str
+    """"none" (epsilon 0: nothing refused), "zcdp" (delta > 0: Feldman-Zrnic zCDP filter) or
+    "pure" (delta 0: basic composition of pure epsilons).
+    """
+    currency: _builtins.str
+    """The filter's currency: "rho" (modes none and zcdp) or "epsilon" (mode pure)."""
+    budget_rho: _builtins.float
+    """The zCDP budget rho_B (largest rho whose CKS epsilon at budget_delta is within budget);
+    only in mode zcdp.
+    """
+    spent: _builtins.float
+    """Spent and remaining in `currency`; remaining is absent when no budget is set.
+    (spent_rho / remaining_rho above are +inf where no zCDP bound or limit exists.)
+    """
+    remaining: _builtins.float
+    spent_epsilon_bun_steinke: _builtins.float
+    """The spent rho as epsilon by the conservative Bun-Steinke conversion."""
+    spent_pure_epsilon: _builtins.float
+    """Sum of the releases' pure epsilons, when every release has one."""
+    odometer_method: _builtins.str
+    """How the odometer figure was obtained, in words."""
+    reporting_delta: _builtins.float
+    """The delta at which new releases' claims are stated: budget_delta in mode zcdp, else a
+    fixed reporting delta (1e-6).
+    """
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___LedgerEntry]: ...
     @_builtins.property
     def notes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Plain-words notes: weak or absent guarantees the ledger knows of."""
 
+    @_builtins.property
+    def budget_changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___BudgetChange]: ...
     def __init__(
         self,
         *,
@@ -730,12 +807,33 @@ class Ledger(_message.Message):
         odometer_delta: _builtins.float = ...,
         entries: _abc.Iterable[Global___LedgerEntry] | None = ...,
         notes: _abc.Iterable[_builtins.str] | None = ...,
+        budget_mode: _builtins.str = ...,
+        currency: _builtins.str = ...,
+        budget_rho: _builtins.float | None = ...,
+        spent: _builtins.float = ...,
+        remaining: _builtins.float | None = ...,
+        spent_epsilon_bun_steinke: _builtins.float = ...,
+        spent_pure_epsilon: _builtins.float | None = ...,
+        odometer_method: _builtins.str = ...,
+        reporting_delta: _builtins.float = ...,
+        budget_changes: _abc.Iterable[Global___BudgetChange] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_budget_rho", b"_budget_rho", "_remaining", b"_remaining", "_spent_pure_epsilon", b"_spent_pure_epsilon", "budget_rho", b"budget_rho", "remaining", b"remaining", "spent_pure_epsilon", b"spent_pure_epsilon"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget_delta", b"budget_delta", "budget_epsilon", b"budget_epsilon", "entries", b"entries", "notes", b"notes", "odometer_delta", b"odometer_delta", "odometer_epsilon", b"odometer_epsilon", "remaining_epsilon", b"remaining_epsilon", "remaining_rho", b"remaining_rho", "spent_epsilon", b"spent_epsilon", "spent_rho", b"spent_rho"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_budget_rho", b"_budget_rho", "_remaining", b"_remaining", "_spent_pure_epsilon", b"_spent_pure_epsilon", "budget_changes", b"budget_changes", "budget_delta", b"budget_delta", "budget_epsilon", b"budget_epsilon", "budget_mode", b"budget_mode", "budget_rho", b"budget_rho", "currency", b"currency", "entries", b"entries", "notes", b"notes", "odometer_delta", b"odometer_delta", "odometer_epsilon", b"odometer_epsilon", "odometer_method", b"odometer_method", "remaining", b"remaining", "remaining_epsilon", b"remaining_epsilon", "remaining_rho", b"remaining_rho", "reporting_delta", b"reporting_delta", "spent", b"spent", "spent_epsilon", b"spent_epsilon", "spent_epsilon_bun_steinke", b"spent_epsilon_bun_steinke", "spent_pure_epsilon", b"spent_pure_epsilon", "spent_rho", b"spent_rho"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__budget_rho: _TypeAlias = _typing.Literal["budget_rho"]  # noqa: Y015
+    _WhichOneofArgType__budget_rho: _TypeAlias = _typing.Literal["_budget_rho", b"_budget_rho"]  # noqa: Y015
+    _WhichOneofReturnType__remaining: _TypeAlias = _typing.Literal["remaining"]  # noqa: Y015
+    _WhichOneofArgType__remaining: _TypeAlias = _typing.Literal["_remaining", b"_remaining"]  # noqa: Y015
+    _WhichOneofReturnType__spent_pure_epsilon: _TypeAlias = _typing.Literal["spent_pure_epsilon"]  # noqa: Y015
+    _WhichOneofArgType__spent_pure_epsilon: _TypeAlias = _typing.Literal["_spent_pure_epsilon", b"_spent_pure_epsilon"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__budget_rho) -> _WhichOneofReturnType__budget_rho | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__remaining) -> _WhichOneofReturnType__remaining | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__spent_pure_epsilon) -> _WhichOneofReturnType__spent_pure_epsilon | None: ...
 
 Global___Ledger: _TypeAlias = Ledger  # noqa: Y015
 

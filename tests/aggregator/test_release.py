@@ -1,4 +1,4 @@
-"""Release noise, the budget seam and the ledger view through the real server."""
+"""Release noise and the claims a release carries, through the real server."""
 
 from __future__ import annotations
 
@@ -35,35 +35,28 @@ async def test_release_noise_is_integer_discrete_gaussian_and_enters_the_error(
         assert e.std_error == pytest.approx(expected_se)
 
 
-async def test_budget_set_without_accounting_refuses_release_and_bad_budget_is_invalid(
+async def test_release_claims_are_stored_with_the_release_and_infinities_survive(
     harness: Harness,
 ) -> None:
-    rr = RandomizedResponse("0.85", "0.3")
-    await harness.create("b", rr, TARGETS)
+    truthful = RandomizedResponse("1", "0")  # reports the true answer: no guarantee at all
+    await harness.create("t", truthful, TARGETS)
     await harness.collector.SubmitReport(
-        pb.SubmitReportRequest(report=Device(rr, 1, TARGETS).report("b", 1))
+        pb.SubmitReportRequest(report=Device(truthful, 1, TARGETS).report("t", 1))
     )
-    await harness.admin.CloseQuery(pb.CloseQueryRequest(query_id="b"), metadata=ADMIN)
-    for epsilon, delta, word in ((-1.0, 1e-6, "epsilon"), (1.0, 1.5, "delta")):
-        with pytest.raises(grpc.aio.AioRpcError) as info:
-            await harness.admin.SetBudget(
-                pb.SetBudgetRequest(epsilon=epsilon, delta=delta), metadata=ADMIN
-            )
-        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert word in (info.value.details() or "")
-    ledger = await harness.admin.SetBudget(
-        pb.SetBudgetRequest(epsilon=1.0, delta=1e-6), metadata=ADMIN
-    )
-    assert (ledger.budget_epsilon, ledger.budget_delta) == (1.0, 1e-6)
-    with pytest.raises(grpc.aio.AioRpcError) as info:
-        await harness.admin.Release(pb.ReleaseRequest(query_id="b"), metadata=ADMIN)
-    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    # Refused before anything happened: still closed, reports kept, no ledger entry.
-    assert (await harness.query("b")).state == pb.QUERY_STATE_CLOSED
-    assert harness.server.store.stored_report_count("b") == 1
-    assert not (await harness.admin.GetLedger(pb.GetLedgerRequest(), metadata=ADMIN)).entries
-    # Without a budget the release goes through and is listed in the ledger.
-    await harness.admin.SetBudget(pb.SetBudgetRequest(epsilon=0.0, delta=0.0), metadata=ADMIN)
-    await harness.admin.Release(pb.ReleaseRequest(query_id="b"), metadata=ADMIN)
+    await harness.admin.CloseQuery(pb.CloseQueryRequest(query_id="t"), metadata=ADMIN)
+    released = await harness.admin.Release(pb.ReleaseRequest(query_id="t"), metadata=ADMIN)
+    assert [c.view for c in released.claims] == ["public", "aggregator"]
+    for claim in released.claims:
+        assert claim.guarantee == "none"
+        assert math.isinf(claim.epsilon) and math.isinf(claim.epsilon_bun_steinke)
+        assert not claim.HasField("rho") and claim.explanation
+    served = await harness.admin.GetRelease(pb.GetReleaseRequest(query_id="t"), metadata=ADMIN)
+    assert list(served.claims) == list(released.claims)
     ledger = await harness.admin.GetLedger(pb.GetLedgerRequest(), metadata=ADMIN)
-    assert [e.query_id for e in ledger.entries] == ["b"]
+    assert list(ledger.entries[0].claims) == list(released.claims)
+    assert math.isinf(ledger.odometer_epsilon)
+    assert any(note.startswith("t (public)") for note in ledger.notes)
+    # A budget cannot be set once a release without any bound has been made.
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await harness.admin.SetBudget(pb.SetBudgetRequest(epsilon=1.0, delta=1e-6), metadata=ADMIN)
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
