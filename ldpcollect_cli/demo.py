@@ -1,11 +1,12 @@
 """`ldpcollect demo`: the whole protocol end to end on one machine, in well under a minute.
 
 Starts an aggregator subprocess on a temporary SQLite file and an ephemeral port, creates a
-randomized-response query (flip1 0.85, flip2 0.3) and a Sampling Privacy query (s = 0.5) over
-the 10 x 10 block of grid cells around the simulated city's busiest hotspot, runs 20,000
-simulated devices through gRPC (batched reports), closes and releases both queries, prints the
-busiest cells' estimates and 95% intervals beside the ground truth with each release's privacy
-cost, and stops the server.
+randomized-response query (flip1 0.85, flip2 0.3), a Sampling Privacy query (s = 0.5) and the
+same Sampling Privacy query with discrete Gaussian release noise (sigma 2) over the 10 x 10
+block of grid cells around the simulated city's busiest hotspot, runs 20,000 simulated devices
+through gRPC (batched reports), closes and releases the queries, prints the busiest cells'
+estimates and 95% intervals beside the ground truth, each release's privacy cost (both views,
+tight and Bun-Steinke epsilon, in plain words) and the ledger's odometer, and stops the server.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import cast
 
@@ -38,10 +40,17 @@ from ldpcollect import geo
 from ldpcollect.geo.grid import CELLS_PER_SIDE
 from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
 from ldpcollect.v1 import ldpcollect_pb2 as pb
-from ldpcollect_cli.service_render import claims_table, explanations, print_json, release_json
+from ldpcollect_cli.service_render import (
+    ledger_json,
+    print_json,
+    privacy_table,
+    release_json,
+)
 from ldpcollect_cli.serving import READY_PREFIX
 
 BLOCK = 10  # 10 x 10 target cells
+NOISE_SIGMA = "2"
+LABELS = {"rr": "RR 0.85/0.3", "sp": "SP s=0.5", "sp_noise": f"SP s=0.5 + noise {NOISE_SIGMA}"}
 
 
 @dataclass(frozen=True)
@@ -123,15 +132,28 @@ def run_demo(settings: DemoSettings, console: Console) -> None:
                         description="demo: Sampling Privacy s = 0.5",
                         min_reports=100,
                     ),
+                    "sp_noise": admin.create_query(
+                        SamplingPrivacy("0.5"),
+                        "grid",
+                        targets,
+                        query_id="demo-sp-noise",
+                        description=f"demo: Sampling Privacy s = 0.5, release noise {NOISE_SIGMA}",
+                        min_reports=100,
+                        noise_sigma=Fraction(NOISE_SIGMA),
+                    ),
                 }
-                say(f"queries demo-rr and demo-sp over {len(targets)} grid cells around {center}")
+                say(
+                    f"queries {', '.join(q.query_id for q in queries.values())} over "
+                    f"{len(targets)} grid cells around {center}"
+                )
                 results = asyncio.run(_run_fleet(address, admin, fleet, queries, settings, rng))
                 releases: dict[str, pb.QueryRelease] = {}
                 for name, query in queries.items():
                     admin.close(query.query_id)
                     releases[name] = admin.release(query.query_id)
+                ledger = admin.ledger()
         seconds = time.perf_counter() - started
-    _show(settings, console, targets, results, releases, seconds)
+    _show(settings, console, targets, results, releases, ledger, seconds)
 
 
 async def _run_fleet(
@@ -170,7 +192,7 @@ def _rows(
     rows: list[dict[str, object]] = []
     for cell in targets:
         row: dict[str, object] = {"location_id": cell, "ground_truth": truth[cell]}
-        for name in ("rr", "sp"):
+        for name in releases:
             e = by_mech[name][cell]
             row[name] = {
                 "estimate": e.estimate,
@@ -202,10 +224,11 @@ def _show(
     targets: list[int],
     results: dict[str, FleetResult],
     releases: dict[str, pb.QueryRelease],
+    ledger: pb.Ledger,
     seconds: float,
 ) -> None:
     rows = _rows(targets, results, releases)
-    coverage = {name: _coverage(rows, name) for name in ("rr", "sp")}
+    coverage = {name: _coverage(rows, name) for name in releases}
     if settings.json_out:
         print_json(
             {
@@ -216,42 +239,52 @@ def _show(
                 "coverage_95": {name: c for name, (c, _) in coverage.items()},
                 "rmse": {name: r for name, (_, r) in coverage.items()},
                 "fleet": {name: r.to_json() for name, r in results.items()},
-                "releases": {name: release_json(r) for name, r in releases.items()},
+                "releases": {
+                    name: release_json(r) for name, r in releases.items() if name != "sp_noise"
+                },
+                "releases_with_noise": {
+                    name: release_json(r) for name, r in releases.items() if name == "sp_noise"
+                },
+                "ledger": ledger_json(ledger),
             }
         )
         return
     table = Table(
-        title=f"busiest {settings.top} of {len(targets)} cells, {settings.devices} devices"
+        title=f"busiest {settings.top} of {len(targets)} cells, {settings.devices} devices: "
+        "estimate [95% interval]"
     )
-    for column in (
-        "cell",
-        "truth",
-        "RR estimate",
-        "RR 95% interval",
-        "SP estimate",
-        "SP 95% interval",
-    ):
-        table.add_column(column, justify="right")
+    table.add_column("cell", justify="right")
+    table.add_column("truth", justify="right")
+    for name in releases:
+        table.add_column(LABELS[name], justify="right")
     for row in rows[: settings.top]:
         cells = [str(row["location_id"]), str(row["ground_truth"])]
-        for name in ("rr", "sp"):
+        for name in releases:
             e = row[name]
             assert isinstance(e, dict)
-            cells += [f"{e['estimate']:.1f}", f"[{e['ci_low']:.1f}, {e['ci_high']:.1f}]"]
+            cells.append(f"{e['estimate']:.0f} [{e['ci_low']:.0f}, {e['ci_high']:.0f}]")
         table.add_row(*cells)
     console.print(table)
-    for name, label in (("rr", "RR 0.85/0.3"), ("sp", "SP s=0.5")):
+    for name in releases:
         share, rmse = coverage[name]
         console.print(
-            f"{label}: 95% intervals hold the truth in {share:.0%} of the {len(rows)} cells; "
-            f"RMSE {rmse:.1f} devices"
+            f"{LABELS[name]}: 95% intervals hold the truth in {share:.0%} of {len(rows)} cells; "
+            f"RMSE {rmse:.1f}"
         )
-    for release in releases.values():
-        if not release.claims:
-            console.print(
-                f"privacy cost of {release.query_id}: the server's release carried no claims"
-            )
-            continue
-        console.print(claims_table(release.claims, title=f"privacy cost of {release.query_id}"))
-        explanations(console, release.claims)
+    console.print()
+    console.print(privacy_table(releases.values(), ledger.reporting_delta))
+    console.print(
+        f"ledger: {_budget_words(ledger)}. Odometer, the public's loss over everything "
+        f"released so far: epsilon {ledger.odometer_epsilon:.4g} at delta "
+        f"{ledger.odometer_delta:.3g} [dim]({ledger.odometer_method})[/dim]"
+    )
     console.print(f"demo finished in {seconds:.1f} s; server stopped")
+
+
+def _budget_words(ledger: pb.Ledger) -> str:
+    if ledger.budget_mode == "none":
+        return "no budget set (releases recorded, none refused)"
+    return (
+        f"budget epsilon {ledger.budget_epsilon:g} at delta {ledger.budget_delta:g}, "
+        f"spent {ledger.currency} {ledger.spent:.4g}"
+    )

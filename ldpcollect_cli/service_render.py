@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from google.protobuf.message import Message
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -215,3 +216,67 @@ def explanations(console: Console, claims: Sequence[pb.PrivacyClaim]) -> None:
     for c in claims:
         if c.explanation:
             console.print(f"[dim]{c.view}:[/dim] {c.explanation}")
+
+
+def plain_words(claim: pb.PrivacyClaim) -> str:
+    """One claim as a sentence for a person (the numbers are upper bounds)."""
+    if claim.guarantee == "pure" and claim.HasField("pure_epsilon"):
+        eps = claim.pure_epsilon
+        return (
+            f"pure {eps:.3g}-DP: no outcome becomes more than e^{eps:.3g} = {math.exp(eps):.3g} "
+            "times more likely when one device moves"
+        )
+    if claim.guarantee == "zcdp" and claim.HasField("rho"):
+        return (
+            f"zCDP rho {claim.rho:.3g}: ({claim.epsilon:.3g}, {claim.delta:g})-DP "
+            f"(Bun-Steinke {claim.epsilon_bun_steinke:.3g}); no outcome becomes more than "
+            f"e^{claim.epsilon:.3g} = {math.exp(claim.epsilon):.3g} times more likely, except "
+            f"with probability {claim.delta:g}"
+        )
+    if claim.guarantee == "approximate":
+        return (
+            f"WEAK, only ({claim.epsilon:.3g}, {claim.delta:g})-DP: with probability "
+            f"{claim.delta:g} a device's location can be revealed exactly; no finite epsilon "
+            "holds at any smaller delta"
+        )
+    return "NO guarantee: a device's answers can be revealed with certainty"
+
+
+def privacy_lines(release: pb.QueryRelease) -> list[str]:
+    """Plain words per view; one line when both views have the same guarantee."""
+    words = {c.view: plain_words(c) for c in release.claims}
+    if not words:
+        return [f"{release.query_id}: the release carried no privacy claims"]
+    if len(set(words.values())) == 1:
+        return [f"{release.query_id}, public and aggregator: {next(iter(words.values()))}"]
+    return [f"{release.query_id}, {view}: {text}" for view, text in words.items()]
+
+
+def privacy_table(releases: Iterable[pb.QueryRelease], delta: float) -> Table:
+    """Each release's cost for both views: tight and Bun-Steinke epsilon at delta, zCDP rho;
+    the caption says it in plain words."""
+    table = Table(
+        title=f"privacy cost of each release (upper bounds; epsilon at delta {delta:g})",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+    )
+    for column in ("release", "view", "guarantee", "epsilon", "Bun-Steinke", "delta", "rho"):
+        left = column in ("release", "view", "guarantee")
+        table.add_column(column, justify="left" if left else "right", no_wrap=True)
+    lines: list[str] = []
+    for release in releases:
+        for c in release.claims:
+            table.add_row(
+                release.query_id,
+                c.view,
+                c.guarantee,
+                fmt(c.epsilon, 3),
+                fmt(c.epsilon_bun_steinke, 3),
+                f"{c.delta:g}",
+                fmt(c.rho, 3) if c.HasField("rho") else "-",
+            )
+        lines += privacy_lines(release)
+    table.caption = "\n".join(lines)
+    table.caption_justify = "left"
+    return table
