@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 import grpc
 import numpy as np
+import numpy.typing as npt
 
 from aggregator.errors import ServiceError
 from aggregator.model import (
@@ -162,6 +163,7 @@ class SqliteStore:
         self._snapshots: dict[str, QueryInfo] = {}
         self._releases: dict[str, ReleaseRecord] = {}
         self._report_counts: dict[str, int] = {}
+        self._counts: dict[str, npt.NDArray[np.int64]] = {}
         self._published_ledger: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -210,6 +212,13 @@ class SqliteStore:
 
     def stored_report_count(self, query_id: str) -> int:
         return self._report_counts.get(query_id, 0)
+
+    def counts(self, query_id: str) -> npt.NDArray[np.int64]:
+        """Committed per-target counts (rounds x targets) over devices that completed."""
+        counts = self._counts.get(query_id)
+        if counts is None:
+            raise _not_found(query_id)
+        return counts.copy()
 
     # ------------------------------------------------------------------ writes
 
@@ -493,11 +502,14 @@ class SqliteStore:
 
     def _publish(self, states: Any) -> None:
         snapshots = dict(self._snapshots)
+        counts = dict(self._counts)
         for state in states:
             snapshots[state.spec.query_id] = state.snapshot()
+            counts[state.spec.query_id] = state.counts.copy()
             if state.status == QueryStatus.RELEASED:
                 self._report_counts[state.spec.query_id] = 0
         self._snapshots = snapshots
+        self._counts = counts
         self._releases = dict(self._release_records)
 
     # ------------------------------------------------------------------ rows
