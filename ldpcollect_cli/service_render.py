@@ -209,7 +209,8 @@ def release_tables(release: pb.QueryRelease, limit: int | None = None) -> list[T
             f"[{e.ci_low:.1f}, {e.ci_high:.1f}]",
             str(e.participants),
         )
-    return [table, claims_table(release.claims)]
+    deltas = [c.delta for c in release.claims if c.view == "public"]
+    return [table, privacy_table([release], deltas[0] if deltas else None)]
 
 
 def explanations(console: Console, claims: Sequence[pb.PrivacyClaim]) -> None:
@@ -252,11 +253,13 @@ def privacy_lines(release: pb.QueryRelease) -> list[str]:
     return [f"{release.query_id}, {view}: {text}" for view, text in words.items()]
 
 
-def privacy_table(releases: Iterable[pb.QueryRelease], delta: float) -> Table:
+def privacy_table(releases: Iterable[pb.QueryRelease], delta: float | None) -> Table:
     """Each release's cost for both views: tight and Bun-Steinke epsilon at delta, zCDP rho;
     the caption says it in plain words."""
     table = Table(
-        title=f"privacy cost of each release (upper bounds; epsilon at delta {delta:g})",
+        title="privacy cost (upper bounds"
+        + ("" if delta is None else f"; epsilon at delta {delta:g}")
+        + ")",
         box=box.SIMPLE_HEAD,
         show_edge=False,
         pad_edge=False,

@@ -7,7 +7,9 @@ Canonne-Kamath-Steinke conversions, randomized response's pure epsilon, the odom
 
 from __future__ import annotations
 
+import json
 import math
+import sqlite3
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
@@ -316,3 +318,37 @@ async def test_set_budget_validates_and_cannot_go_below_spent(harness: Harness) 
     lowered = await set_budget(harness, 7.9, DELTA)
     assert lowered.budget_rho >= lowered.spent == 1.0
     assert lowered.remaining == pytest.approx(lowered.budget_rho - 1.0)
+
+
+async def test_a_ledger_written_before_accounting_is_read_and_its_releases_flagged(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "agg.db"
+    h = await connect(AggregatorServer(make_config(db)))
+    await h.channel.close(None)
+    await h.server.stop(grace=None)
+    legacy = {
+        "budget_epsilon": 0.0,
+        "budget_delta": 0.0,
+        "entries": [{"query_id": "old", "released_at": 1.0, "claims": []}],
+        "accounting": None,
+    }
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "INSERT INTO ledger (id, body) VALUES (1, ?) "
+            "ON CONFLICT (id) DO UPDATE SET body = excluded.body",
+            (json.dumps(legacy),),
+        )
+    h = await connect(AggregatorServer(make_config(db)))
+    try:
+        view = await ledger(h)
+        assert view.budget_mode == "none" and not view.entries
+        assert any("NOT counted" in n and n.endswith(": old") for n in view.notes)
+        await collect(h, "new", SamplingPrivacy("1/2"), sigma="4")
+        await release(h, "new")
+        view = await ledger(h)
+        assert [e.query_id for e in view.entries] == ["new"]
+        assert any(n.endswith(": old") for n in view.notes)  # still flagged after a charge
+    finally:
+        await h.channel.close(None)
+        await h.server.stop(grace=None)
