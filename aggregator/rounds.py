@@ -37,8 +37,6 @@ from aggregator.model import (
 from ldpcollect.wire import REPORT_KEY_BYTES
 
 Counts = npt.NDArray[np.int64]
-# What the dedup index remembers of an accepted report: (pseudonym, round, answers).
-StoredReport = tuple[bytes, int, bytes]
 
 
 @dataclass
@@ -105,7 +103,12 @@ class QueryState:
     counts: Counts
     reports_per_round: list[int]
     completed_devices: int
-    by_report_id: dict[bytes, StoredReport] = field(default_factory=dict)
+    # Accepted reports still held, as parallel columns in arrival order; the dedup index maps
+    # a report id to its position (an int per report is cheaper to index than a tuple).
+    by_report_id: dict[bytes, int] = field(default_factory=dict)
+    held_pseudonyms: list[bytes] = field(default_factory=list)
+    held_rounds: list[int] = field(default_factory=list)
+    held_answers: list[bytes] = field(default_factory=list)
     # Per round (index 0 = round 1): pseudonyms of devices that reported that round.
     devices_by_round: list[set[bytes]] = field(default_factory=list)
     # Sampling Privacy: round-1 answers of devices whose round-2 report has not arrived.
@@ -161,7 +164,7 @@ class QueryState:
         Entries may come in any order: a round-1 device waits for round 2 only while no
         round-2 report of it is known.
         """
-        self.by_report_id.update(_index_entries(round_, report_ids, pseudonyms, answers))
+        self._hold(round_, report_ids, pseudonyms, answers)
         self.devices_by_round[round_ - 1].update(pseudonyms)
         if self.rounds == 2:
             if round_ == 1:
@@ -194,7 +197,11 @@ class QueryState:
             )
         previous = self.by_report_id.get(report.report_id)
         if previous is not None:
-            if previous == (report.pseudonym, report.round, report.answers):
+            if (
+                self.held_pseudonyms[previous] == report.pseudonym
+                and self.held_rounds[previous] == report.round
+                and self.held_answers[previous] == report.answers
+            ):
                 return DUPLICATE
             return Outcome(
                 grpc.StatusCode.ALREADY_EXISTS,
@@ -248,7 +255,7 @@ class QueryState:
         else:
             accepted.completed_answers[0].append(answers)
             accepted.completed += 1
-        self.by_report_id[report.report_id] = (report.pseudonym, report.round, answers)
+        self._hold(report.round, [report.report_id], [report.pseudonym], [answers])
         devices.add(report.pseudonym)
         self.reports_per_round[report.round - 1] += 1
         accepted.count += 1
@@ -309,7 +316,7 @@ class QueryState:
         else:
             accepted.completed_answers[0].append(packed_answers)
             accepted.completed += n
-        self.by_report_id.update(_index_entries(round_, report_ids, pseudonyms, answers))
+        self._hold(round_, report_ids, pseudonyms, answers)
         devices.update(new_devices)
         self.reports_per_round[round_ - 1] += n
         accepted.count += n
@@ -317,6 +324,17 @@ class QueryState:
         accepted.pseudonyms.append(b"".join(pseudonyms))
         accepted.answers.append(packed_answers)
         return True
+
+    def _hold(
+        self, round_: int, report_ids: list[bytes], pseudonyms: list[bytes], answers: list[bytes]
+    ) -> None:
+        start = len(self.held_pseudonyms)
+        self.by_report_id.update(
+            zip(report_ids, range(start, start + len(report_ids)), strict=True)
+        )
+        self.held_pseudonyms.extend(pseudonyms)
+        self.held_rounds.extend(repeat(round_, len(report_ids)))
+        self.held_answers.extend(answers)
 
     def new_accepted(self) -> Accepted:
         return Accepted(
@@ -336,16 +354,12 @@ class QueryState:
     def forget_reports(self) -> None:
         """After a release: individual reports are gone."""
         self.by_report_id.clear()
+        self.held_pseudonyms.clear()
+        self.held_rounds.clear()
+        self.held_answers.clear()
         for devices in self.devices_by_round:
             devices.clear()
         self.awaiting_round2.clear()
-
-
-def _index_entries(
-    round_: int, report_ids: list[bytes], pseudonyms: list[bytes], answers: list[bytes]
-) -> Iterable[tuple[bytes, StoredReport]]:
-    n = len(report_ids)
-    return zip(report_ids, zip(pseudonyms, repeat(round_, n), answers, strict=True), strict=True)
 
 
 def column_sums(packed: bytes, n_rows: int, n_bits: int) -> Counts:
