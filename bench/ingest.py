@@ -277,7 +277,7 @@ def main() -> None:
             f"{r.aggregator.latency_ms(0.99):.1f}",
             str(j["lost"]),
         )
-    Console().print(table)
+    Console(width=120).print(table)
 
 
 if __name__ == "__main__":
