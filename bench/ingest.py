@@ -209,7 +209,8 @@ def plot(rows: list[Row], path: Path) -> None:
             va="bottom",
         )
     ax.set_xticks(list(xs), [r.mode for r in rows])
-    ax.set_ylabel("reports acknowledged per second")
+    ax.set_yscale("log")
+    ax.set_ylabel("reports acknowledged per second (log scale)")
     ax.set_title("Ingest on 127.0.0.1: aggregator vs bare server, same run")
     ax.legend()
     fig.tight_layout()
