@@ -5,8 +5,8 @@
     ...
     await server.stop(grace=1.0)
 
-`run(config)` is the blocking entry point for `ldpcollect serve` (stops cleanly on SIGINT and
-SIGTERM).
+`run(config, on_started=...)` is the blocking entry point for `ldpcollect serve` (stops cleanly on
+SIGINT and SIGTERM; `on_started(server, port)` is called once it is listening).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Callable
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -108,19 +109,25 @@ class AggregatorServer:
         await self._server.wait_for_termination()
 
 
-async def _run(config: AggregatorConfig) -> None:
+StartedHook = Callable[[AggregatorServer, int], None]
+
+
+async def _run(config: AggregatorConfig, on_started: StartedHook | None = None) -> None:
     server = AggregatorServer(config)
-    await server.start()
+    port = await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
+        if on_started is not None:
+            on_started(server, port)
         await stop.wait()
     finally:
         await server.stop(grace=5.0)
 
 
-def run(config: AggregatorConfig) -> None:
-    """Serve until SIGINT/SIGTERM, then shut down gracefully (blocking)."""
-    asyncio.run(_run(config))
+def run(config: AggregatorConfig, on_started: StartedHook | None = None) -> None:
+    """Serve until SIGINT/SIGTERM, then shut down gracefully (blocking). `on_started(server,
+    port)` runs once the server is listening (e.g. to announce the port it bound)."""
+    asyncio.run(_run(config, on_started))

@@ -239,12 +239,7 @@ def _show(
                 "coverage_95": {name: c for name, (c, _) in coverage.items()},
                 "rmse": {name: r for name, (_, r) in coverage.items()},
                 "fleet": {name: r.to_json() for name, r in results.items()},
-                "releases": {
-                    name: release_json(r) for name, r in releases.items() if name != "sp_noise"
-                },
-                "releases_with_noise": {
-                    name: release_json(r) for name, r in releases.items() if name == "sp_noise"
-                },
+                "releases": {name: release_json(r) for name, r in releases.items()},
                 "ledger": ledger_json(ledger),
             }
         )

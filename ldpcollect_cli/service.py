@@ -1,4 +1,5 @@
-"""Commands: serve, query create|list|show|advance|close, fleet run, release, ledger, demo.
+"""Commands: serve, query create|list|show|advance|close, fleet run, release, demo (and the
+ledger commands from `ledger_command`).
 
 Every command that prints results takes `--json`. gRPC failures print the status code and the
 server's message and exit 1 (no traceback); bad parameters exit 2 naming the parameter.
@@ -9,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated
 
-import grpc
 import typer
 from rich.console import Console
 
@@ -20,9 +20,10 @@ from ldpcollect import geo
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import Mechanism, mechanism_from_params
 from ldpcollect.v1 import ldpcollect_pb2 as pb
+from ldpcollect_cli import ledger_command
 from ldpcollect_cli.service_errors import guarded
+from ldpcollect_cli.service_options import DEFAULT_SERVER, Json, Server, Token, with_admin
 from ldpcollect_cli.service_render import (
-    ledger_json,
     print_json,
     queries_table,
     query_json,
@@ -30,34 +31,9 @@ from ldpcollect_cli.service_render import (
     release_tables,
 )
 
-R = TypeVar("R")
-
-DEFAULT_SERVER = "127.0.0.1:50051"
 console = Console()
 
-Server = Annotated[
-    str,
-    typer.Option("--server", envvar="LDPCOLLECT_SERVER", help="Aggregator address host:port."),
-]
-Token = Annotated[
-    str,
-    typer.Option(
-        "--admin-token",
-        envvar="LDPCOLLECT_ADMIN_TOKEN",
-        help="Bearer token for the Admin RPCs (or env LDPCOLLECT_ADMIN_TOKEN).",
-    ),
-]
-Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 QueryId = Annotated[str, typer.Option("--query", "-q", help="Query id.")]
-
-
-def _with_admin(server: str, token: str, work: Callable[[AdminClient], R]) -> R:
-    if not token:
-        raise ParameterError(
-            "admin token", "", "a non-empty token (--admin-token or LDPCOLLECT_ADMIN_TOKEN)"
-        )
-    with grpc.insecure_channel(server) as channel:
-        return work(AdminClient(channel, token))
 
 
 def _parse_floats(text: str, parameter: str, count: int) -> tuple[float, ...]:
@@ -131,7 +107,7 @@ def query_create(
         mech = _mechanism(mechanism, flip1, flip2, sampling_rate)
         target_list = _targets(scheme, targets, bbox)
         sigma = None if noise_sigma is None else Fraction(noise_sigma)
-        query = _with_admin(
+        query = with_admin(
             server,
             admin_token,
             lambda admin: admin.create_query(
@@ -183,7 +159,7 @@ def query_list(
     """Every query and its state."""
 
     def work() -> None:
-        queries = _with_admin(server, admin_token, lambda admin: admin.list_queries())
+        queries = with_admin(server, admin_token, lambda admin: admin.list_queries())
         if json_out:
             print_json([query_json(q) for q in queries])
         else:
@@ -206,7 +182,7 @@ def _one(
                 method = {"show": admin.get_query, "advance": admin.advance, "close": admin.close}
                 return method[action](query)
 
-            result = _with_admin(server, admin_token, call)
+            result = with_admin(server, admin_token, call)
             if json_out:
                 print_json(query_json(result))
             else:
@@ -306,37 +282,12 @@ def release(
                 return admin.get_release(query)
             return admin.release(query)
 
-        result = _with_admin(server, admin_token, call)
+        result = with_admin(server, admin_token, call)
         if json_out:
             print_json(release_json(result))
         else:
             for table in release_tables(result):
                 console.print(table)
-
-    guarded(work)
-
-
-def ledger(
-    server: Server = DEFAULT_SERVER, admin_token: Token = "", json_out: Json = False
-) -> None:
-    """The aggregator's privacy ledger: budget, spent, odometer and every release's claims."""
-    from ldpcollect_cli.service_render import claims_table
-
-    def work() -> None:
-        result = _with_admin(server, admin_token, lambda admin: admin.ledger())
-        if json_out:
-            print_json(ledger_json(result))
-            return
-        console.print(
-            f"budget eps={result.budget_epsilon:g} delta={result.budget_delta:g}; "
-            f"spent rho={result.spent_rho:.4g} (eps {result.spent_epsilon:.4g}), "
-            f"remaining rho={result.remaining_rho:.4g} (eps {result.remaining_epsilon:.4g}); "
-            f"odometer eps={result.odometer_epsilon:.4g} delta={result.odometer_delta:g}"
-        )
-        for entry in result.entries:
-            console.print(claims_table(entry.claims, title=f"release of {entry.query_id}"))
-        for note in result.notes:
-            console.print(f"[yellow]note:[/yellow] {note}")
 
     guarded(work)
 
@@ -361,5 +312,5 @@ def register(app: typer.Typer) -> None:
     app.add_typer(query_app, name="query")
     app.add_typer(fleet_app, name="fleet")
     app.command("release")(release)
-    app.command("ledger")(ledger)
+    ledger_command.register(app)
     app.command("demo")(demo)

@@ -283,3 +283,102 @@ def privacy_table(releases: Iterable[pb.QueryRelease], delta: float | None) -> T
     table.caption = "\n".join(lines)
     table.caption_justify = "left"
     return table
+
+
+MODE_WORDS = {
+    "none": "no budget set: releases are recorded, none refused",
+    "zcdp": "zCDP filter (Feldman-Zrnic): releases are charged rho and refused past the budget",
+    "pure": "pure epsilons summed (basic composition); refused past the budget",
+}
+
+
+def _timestamp(message: Message, name: str) -> str:
+    if not message.HasField(name):
+        return "-"
+    stamp: str = getattr(message, name).ToJsonString()
+    return stamp
+
+
+def ledger_tables(ledger: pb.Ledger) -> list[Table]:
+    """The ledger for a person: the budget and what is spent (in the filter's currency and as
+    epsilon by both conversions), the odometer, each release's charge and claims, and every
+    budget change. Notes are printed separately."""
+    currency = ledger.currency or "rho"
+    summary = Table(title="privacy ledger (public view; upper bounds)", show_header=False)
+    summary.add_column("", style="bold")
+    summary.add_column("")
+    summary.add_row(
+        "budget mode",
+        f"{ledger.budget_mode or 'none'} - " + MODE_WORDS.get(ledger.budget_mode, "unknown mode"),
+    )
+    if ledger.budget_mode and ledger.budget_mode != "none":
+        summary.add_row(
+            "budget", f"epsilon {ledger.budget_epsilon:g} at delta {ledger.budget_delta:g}"
+        )
+    if ledger.HasField("budget_rho"):
+        summary.add_row("budget as rho", fmt(ledger.budget_rho, 6))
+    remaining = fmt(ledger.remaining, 6) if ledger.HasField("remaining") else "- (no budget)"
+    summary.add_row(f"spent ({currency})", fmt(ledger.spent, 6))
+    summary.add_row(f"remaining ({currency})", remaining)
+    summary.add_row(
+        "spent as epsilon",
+        f"{fmt(ledger.spent_epsilon)} (tight, CKS); {fmt(ledger.spent_epsilon_bun_steinke)} "
+        f"(Bun-Steinke) at delta {ledger.reporting_delta:g}; rho {fmt(ledger.spent_rho)}",
+    )
+    if ledger.budget_mode and ledger.budget_mode != "none":
+        summary.add_row(
+            "remaining as epsilon",
+            f"{fmt(ledger.remaining_epsilon)}; rho {fmt(ledger.remaining_rho)}",
+        )
+    if ledger.HasField("spent_pure_epsilon"):
+        summary.add_row("spent pure epsilon", fmt(ledger.spent_pure_epsilon, 6))
+    summary.add_row(
+        "odometer",
+        f"epsilon {fmt(ledger.odometer_epsilon)} at delta {ledger.odometer_delta:g}"
+        + (f" ({ledger.odometer_method})" if ledger.odometer_method else ""),
+    )
+    summary.add_row("reporting delta", f"{ledger.reporting_delta:g} (new releases' claims)")
+    tables = [summary]
+
+    releases = Table(title=f"releases ({len(ledger.entries)})")
+    for column in ("query", "released at", f"charged ({currency})", "view", "guarantee"):
+        releases.add_column(column)
+    for column in ("epsilon", "Bun-Steinke", "delta", "rho", "pure"):
+        releases.add_column(column, justify="right")
+    for entry in ledger.entries:
+        charged = fmt(entry.charged) if entry.HasField("charged") else "-"
+        claims: list[pb.PrivacyClaim | None] = [*entry.claims] or [None]
+        for i, c in enumerate(claims):
+            head = (
+                [entry.query_id, _timestamp(entry, "released_at"), charged]
+                if i == 0
+                else ["", "", ""]
+            )
+            if c is None:
+                releases.add_row(*head, "-", "no claims recorded", "-", "-", "-", "-", "-")
+                continue
+            releases.add_row(
+                *head,
+                c.view,
+                c.guarantee,
+                fmt(c.epsilon),
+                fmt(c.epsilon_bun_steinke),
+                f"{c.delta:g}",
+                fmt(c.rho) if c.HasField("rho") else "-",
+                fmt(c.pure_epsilon) if c.HasField("pure_epsilon") else "-",
+            )
+    tables.append(releases)
+
+    if ledger.budget_changes:
+        changes = Table(title="budget changes")
+        for column in ("changed at", "epsilon", "delta", "releases before"):
+            changes.add_column(column, justify="left" if column == "changed at" else "right")
+        for change in ledger.budget_changes:
+            changes.add_row(
+                _timestamp(change, "changed_at"),
+                f"{change.epsilon:g}",
+                f"{change.delta:g}",
+                str(change.releases_before),
+            )
+        tables.append(changes)
+    return tables

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import signal
 import sys
 from pathlib import Path
 
 from aggregator.config import AggregatorConfig
-from aggregator.server import AggregatorServer
+from aggregator.server import AggregatorServer, run
 from ldpcollect.errors import ParameterError
 
 READY_PREFIX = "ldpcollect aggregator serving on "
@@ -24,21 +22,13 @@ def serve_blocking(db: Path, listen: str, admin_token: str, metrics_port: int | 
     config = AggregatorConfig(
         db_path=db, admin_token=admin_token, listen=listen, metrics_port=metrics_port
     )
-    asyncio.run(_serve(config))
+    run(config, on_started=announce)
 
 
-async def _serve(config: AggregatorConfig) -> None:
-    server = AggregatorServer(config)
-    port = await server.start()
+def announce(server: AggregatorServer, port: int) -> None:
+    """The ready line: `ldpcollect aggregator serving on host:port (db ..., metrics ...)`."""
+    config = server.config
     host = config.listen.rsplit(":", 1)[0]
     metrics = f", metrics on port {server.metrics_port}" if server.metrics_port else ""
     sys.stdout.write(f"{READY_PREFIX}{host}:{port} (db {config.db_path}{metrics})\n")
     sys.stdout.flush()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        await server.stop(grace=5.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -134,10 +135,64 @@ def test_demo_json_small(tmp_path: Path) -> None:
     done = cli("demo", "--devices", "3000", "--json")
     out = json.loads(done.stdout)
     assert len(out["targets"]) == 100
-    assert set(out["releases"]) == {"rr", "sp"}
-    for name in ("rr", "sp"):
+    assert set(out["releases"]) == {"rr", "sp", "sp_noise"}
+    for name in ("rr", "sp", "sp_noise"):
         release = out["releases"][name]
         assert release["participants"] == out["fleet"][name]["completed"] > 0
         assert isinstance(release["claims"], list)  # the release's privacy cost, as returned
+    noised = {c["view"]: c for c in out["releases"]["sp_noise"]["claims"]}
+    assert noised["public"]["guarantee"] == "zcdp" and noised["public"]["rho"] > 0
     busiest = out["busiest"]
     assert busiest[0]["ground_truth"] >= busiest[-1]["ground_truth"]
+
+
+def test_ledger_set_budget_and_the_human_ledger(server: str) -> None:
+    budget = json.loads(
+        cli(
+            "ledger", "set-budget", "--epsilon", "5", "--delta", "1e-6", "--json", server=server
+        ).stdout
+    )
+    assert (budget["budget"]["epsilon"], budget["budget"]["delta"]) == (5.0, 1e-6)
+    assert budget["budget"]["mode"] == "zcdp" and budget["spent"] == 0
+    cli(
+        "query", "create", "--mechanism", "sp", "--sampling-rate", "0.5", "--targets", TARGETS,
+        "--id", "noisy", "--noise-sigma", "2", server=server,
+    )  # fmt: skip
+    cli(
+        "fleet", "run", "--query", "noisy", "--devices", "200", "--advance", "--no-progress",
+        server=server,
+    )  # fmt: skip
+    cli("query", "close", "--query", "noisy", server=server)
+    cli("release", "--query", "noisy", server=server)
+
+    shown = json.loads(cli("ledger", "--json", server=server).stdout)
+    text = cli("ledger", server=server).stdout
+
+    def row(label: str, value: str) -> None:
+        """A summary table row `label | value...` (columns padded by rich)."""
+        pattern = rf"│ {re.escape(label)}\s+│ {re.escape(value)}"
+        assert re.search(pattern, text), (label, value)
+
+    row("budget mode", "zcdp - zCDP filter")
+    row("budget", "epsilon 5 at delta 1e-06")
+    row("budget as rho", f"{shown['budget']['rho']:.6g}")
+    row("spent (rho)", "0.25")
+    row("remaining (rho)", f"{shown['remaining']:.6g}")
+    row("spent as epsilon", f"{shown['spent_epsilon']:.4g} (tight, CKS); ")
+    assert f"{shown['spent_epsilon_bun_steinke']:.4g} (Bun-Steinke) at delta 1e-06" in text
+    row("odometer", f"epsilon {shown['odometer']['epsilon']:.4g} at delta 1e-06 (")
+    assert shown["odometer"]["method"] in text
+    row("reporting delta", "1e-06")
+    for words in ("releases (1)", "noisy", "aggregator", "approximate", "budget changes", "note:"):
+        assert words in text, words
+
+    lowered = cli(
+        "ledger", "set-budget", "--epsilon", "0.1", "--delta", "1e-6", server=server, ok=False
+    )
+    assert lowered.returncode == 1
+    assert "FAILED_PRECONDITION" in lowered.stderr and "Traceback" not in lowered.stderr
+    after = json.loads(cli("ledger", "--json", server=server).stdout)
+    assert after["budget"] == shown["budget"]  # the refused change changed nothing
+
+    misplaced = cli("ledger", "--json", "set-budget", "--epsilon", "9", "--delta", "0", ok=False)
+    assert misplaced.returncode == 2 and "--json" in misplaced.stderr

@@ -1,0 +1,97 @@
+"""`ldpcollect ledger [--json]` shows the privacy ledger; `ldpcollect ledger set-budget --epsilon E
+--delta D [--json]` sets the operator's budget (Admin RPC SetBudget) and shows the result."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from ldpcollect.errors import ParameterError
+from ldpcollect.v1 import ldpcollect_pb2 as pb
+from ldpcollect_cli.service_errors import guarded
+from ldpcollect_cli.service_options import DEFAULT_SERVER, Json, Server, Token, with_admin
+from ldpcollect_cli.service_render import ledger_json, ledger_tables, print_json
+
+console = Console()
+
+ledger_app = typer.Typer(
+    help="The aggregator's privacy ledger (shown without a subcommand) and its budget.",
+)
+
+
+@ledger_app.callback(invoke_without_command=True)
+def ledger(
+    ctx: typer.Context,
+    server: Server = DEFAULT_SERVER,
+    admin_token: Token = "",
+    json_out: Json = False,
+) -> None:
+    """The aggregator's privacy ledger: budget, spent, remaining, odometer, every release's
+    claims, budget changes and notes. `ldpcollect ledger set-budget --help` sets the budget."""
+    if ctx.invoked_subcommand is not None:
+        guarded(lambda: _no_group_options(ctx))
+        return
+    guarded(lambda: _show(with_admin(server, admin_token, lambda admin: admin.ledger()), json_out))
+
+
+@ledger_app.command("set-budget")
+def set_budget(
+    epsilon: Annotated[
+        float,
+        typer.Option(
+            "--epsilon",
+            help="The population's epsilon budget (public view); 0 removes the budget.",
+        ),
+    ],
+    delta: Annotated[
+        float,
+        typer.Option(
+            "--delta",
+            help="Its delta: > 0 filters zCDP rho (Feldman-Zrnic), 0 sums pure epsilons.",
+        ),
+    ],
+    server: Server = DEFAULT_SERVER,
+    admin_token: Token = "",
+    json_out: Json = False,
+) -> None:
+    """Set the operator's privacy budget (releases past it are refused; never below spent)."""
+    guarded(
+        lambda: _show(
+            with_admin(server, admin_token, lambda admin: admin.set_budget(epsilon, delta)),
+            json_out,
+        )
+    )
+
+
+def _no_group_options(ctx: typer.Context) -> None:
+    """`ldpcollect ledger --json set-budget ...` would silently drop --json: refuse it."""
+    options = {"server": "--server", "admin_token": "--admin-token", "json_out": "--json"}
+    given = []
+    for name, option in options.items():
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name == "COMMANDLINE":
+            given.append(option)
+    if given:
+        where = f"ldpcollect ledger {ctx.invoked_subcommand} {' '.join(given)} ..."
+        raise ParameterError(
+            "/".join(given),
+            "before the subcommand",
+            "the subcommand's options",
+            f"put them after it: {where}",
+        )
+
+
+def _show(result: pb.Ledger, json_out: bool) -> None:
+    if json_out:
+        print_json(ledger_json(result))
+        return
+    for table in ledger_tables(result):
+        console.print(table)
+    for note in result.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(ledger_app, name="ledger")
