@@ -26,6 +26,14 @@ class AggregatorConfig:
     sqlite_synchronous: str = "FULL"
     # Reports a stream hands to the store at a time (they commit in the same groups).
     stream_chunk_reports: int = 1_000
+    # TLS: PEM server certificate (chain) and private key; both or neither. Without them the
+    # port is plaintext (fine on 127.0.0.1; bearer tokens and reports cross a network in clear).
+    tls_cert: str | Path | None = None
+    tls_key: str | Path | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
 
     def __post_init__(self) -> None:
         if not self.admin_token:
@@ -38,3 +46,8 @@ class AggregatorConfig:
             raise ValueError(f"max_group_reports must be >= 1, got {self.max_group_reports}")
         if self.stream_chunk_reports < 1:
             raise ValueError(f"stream_chunk_reports must be >= 1, got {self.stream_chunk_reports}")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError(
+                "tls_cert and tls_key must be given together (both PEM files) or not at all, "
+                f"got tls_cert={self.tls_cert!r}, tls_key={self.tls_key!r}"
+            )

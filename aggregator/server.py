@@ -15,6 +15,7 @@ import asyncio
 import logging
 import signal
 from collections.abc import Callable
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -32,6 +33,26 @@ from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
 log = logging.getLogger(__name__)
 
 SERVICE_NAMES = tuple(s.full_name for s in pb.DESCRIPTOR.services_by_name.values())
+
+
+def _read_pem(path: str | Path, what: str, marker: bytes) -> bytes:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise OSError(f"cannot read the TLS {what} {path}: {exc.strerror or exc}") from exc
+    if marker not in data:
+        raise OSError(f"the TLS {what} {path} is not PEM (no '{marker.decode()}' block)")
+    return data
+
+
+def server_credentials(config: AggregatorConfig) -> grpc.ServerCredentials | None:
+    """TLS credentials from the config's PEM files (None: plaintext). Unreadable or non-PEM
+    files raise OSError naming the file, before anything is bound."""
+    if config.tls_cert is None or config.tls_key is None:
+        return None
+    cert = _read_pem(config.tls_cert, "certificate", b"-----BEGIN CERTIFICATE-----")
+    key = _read_pem(config.tls_key, "private key", b"PRIVATE KEY-----")
+    return grpc.ssl_server_credentials([(key, cert)])
 
 
 class AggregatorServer:
@@ -76,9 +97,15 @@ class AggregatorServer:
             (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
         try:
-            port = server.add_insecure_port(self.config.listen)
-        except RuntimeError as exc:
+            credentials = server_credentials(self.config)
+            if credentials is None:
+                port = server.add_insecure_port(self.config.listen)
+            else:
+                port = server.add_secure_port(self.config.listen, credentials)
+        except (RuntimeError, OSError) as exc:
             await self.store.close()
+            if isinstance(exc, OSError):
+                raise
             raise OSError(f"cannot listen on {self.config.listen}: {exc}") from exc
         await server.start()
         self._server = server
@@ -88,7 +115,12 @@ class AggregatorServer:
             await self._health.set(name, serving)
         if self.config.metrics_port is not None:
             self.metrics_port = self.metrics.serve(self.config.metrics_port)
-        log.info("aggregator listening on port %d (db %s)", port, self.config.db_path)
+        log.info(
+            "aggregator listening on port %d (%s, db %s)",
+            port,
+            "TLS" if self.config.tls else "plaintext",
+            self.config.db_path,
+        )
         return port
 
     async def stop(self, grace: float | None = 1.0) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from fractions import Fraction
+from pathlib import Path
 
 import grpc
 
+from client.channels import open_channel
 from ldpcollect import wire
 from ldpcollect.mechanisms import Mechanism
 from ldpcollect.v1 import ldpcollect_pb2 as pb
@@ -89,3 +92,12 @@ class AdminClient:
             metadata=self._metadata,
             timeout=self._timeout,
         )
+
+
+@contextmanager
+def connect_admin(
+    server: str, token: str, *, tls_ca: str | Path | None = None, timeout: float = 30.0
+) -> Iterator[AdminClient]:
+    """An AdminClient on its own channel to `server` (TLS when `tls_ca` is given), closed after."""
+    with open_channel(server, tls_ca) as channel:
+        yield AdminClient(channel, token, timeout=timeout)

@@ -92,7 +92,8 @@ class Device:
         *,
         query_ids: Iterable[str] | None = None,
     ) -> list[Outcome]:
-        """Answer the current round of every open query (or just `query_ids`)."""
+        """Answer the current round of every open query (or just `query_ids`). `target` is a
+        channel (`client.channels.open_channel(server, tls_ca=...)` for TLS) or a stub."""
         stub = (
             target if isinstance(target, pb_grpc.CollectorStub) else pb_grpc.CollectorStub(target)
         )

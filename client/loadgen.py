@@ -12,10 +12,11 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
-import grpc
 import numpy as np
 
+from client.channels import open_aio_channel
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
 
@@ -72,8 +73,10 @@ async def run_load(
     concurrency: int = 64,
     chunk: int = 500,
     on_progress: Callable[[int], None] | None = None,
+    tls_ca: str | Path | None = None,
 ) -> LoadResult:
-    """Send `reports` to the Collector at `target` and count acknowledgements.
+    """Send `reports` to the Collector at `target` and count acknowledgements (over TLS when
+    `tls_ca`, a PEM CA file, is given).
 
     `chunk` is the number of reports per stream (stream mode) or per message (batch mode).
     """
@@ -83,7 +86,7 @@ async def run_load(
     latencies: list[float] = []
     acknowledged = 0
     rejected = 0
-    async with grpc.aio.insecure_channel(target, options=options) as channel:
+    async with open_aio_channel(target, tls_ca, options) as channel:
         stub = pb_grpc.CollectorStub(channel)
         await channel.channel_ready()
         units: list[Sequence[pb.Report]] = (

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
-import grpc.aio
 import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from client.admin import AdminClient
+from client.admin import connect_admin
+from client.channels import open_aio_channel
 from client.fleet import MODES, FleetConfig, FleetResult, new_fleet, run_query
 from client.fleet_state import FleetState, read_locations_csv
 from client.progress import fleet_progress
@@ -39,6 +39,7 @@ class FleetRequest:
     progress: bool
     server: str
     admin_token: str
+    tls_ca: Path | None
     json_out: bool
 
 
@@ -96,22 +97,24 @@ def run_fleet_command(request: FleetRequest, console: Console) -> None:
 async def _run(
     request: FleetRequest, fleet: FleetState, config: FleetConfig, rng: np.random.Generator
 ) -> FleetResult:
-    advance = None
-    if request.advance:
-        admin_channel = grpc.insecure_channel(request.server)
-        admin = AdminClient(admin_channel, request.admin_token)
-
-        async def advance_round(query_id: str) -> pb.Query:
-            return await asyncio.to_thread(admin.advance, query_id)
-
-        advance = advance_round
-    async with grpc.aio.insecure_channel(request.server) as channel:
-        with fleet_progress(
-            f"{request.query_id} ({request.mode})", enabled=request.progress
-        ) as bar:
-            return await run_query(
-                channel, fleet, request.query_id, config, rng, advance=advance, progress=bar
+    with ExitStack() as stack:
+        advance = None
+        if request.advance:
+            admin = stack.enter_context(
+                connect_admin(request.server, request.admin_token, tls_ca=request.tls_ca)
             )
+
+            async def advance_round(query_id: str) -> pb.Query:
+                return await asyncio.to_thread(admin.advance, query_id)
+
+            advance = advance_round
+        async with open_aio_channel(request.server, request.tls_ca) as channel:
+            with fleet_progress(
+                f"{request.query_id} ({request.mode})", enabled=request.progress
+            ) as bar:
+                return await run_query(
+                    channel, fleet, request.query_id, config, rng, advance=advance, progress=bar
+                )
 
 
 def result_table(result: FleetResult) -> Table:

@@ -11,7 +11,14 @@ from rich.console import Console
 from ldpcollect.errors import ParameterError
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect_cli.service_errors import guarded
-from ldpcollect_cli.service_options import DEFAULT_SERVER, Json, Server, Token, with_admin
+from ldpcollect_cli.service_options import (
+    DEFAULT_SERVER,
+    Json,
+    Server,
+    TlsCa,
+    Token,
+    with_admin,
+)
 from ldpcollect_cli.service_render import ledger_json, ledger_tables, print_json
 
 console = Console()
@@ -26,6 +33,7 @@ def ledger(
     ctx: typer.Context,
     server: Server = DEFAULT_SERVER,
     admin_token: Token = "",
+    tls_ca: TlsCa = None,
     json_out: Json = False,
 ) -> None:
     """The aggregator's privacy ledger: budget, spent, remaining, odometer, every release's
@@ -33,7 +41,7 @@ def ledger(
     if ctx.invoked_subcommand is not None:
         guarded(lambda: _no_group_options(ctx))
         return
-    guarded(lambda: _show(with_admin(server, admin_token, lambda admin: admin.ledger()), json_out))
+    guarded(lambda: _show(with_admin(server, admin_token, lambda a: a.ledger(), tls_ca), json_out))
 
 
 @ledger_app.command("set-budget")
@@ -54,12 +62,13 @@ def set_budget(
     ],
     server: Server = DEFAULT_SERVER,
     admin_token: Token = "",
+    tls_ca: TlsCa = None,
     json_out: Json = False,
 ) -> None:
     """Set the operator's privacy budget (releases past it are refused; never below spent)."""
     guarded(
         lambda: _show(
-            with_admin(server, admin_token, lambda admin: admin.set_budget(epsilon, delta)),
+            with_admin(server, admin_token, lambda a: a.set_budget(epsilon, delta), tls_ca),
             json_out,
         )
     )
@@ -67,7 +76,12 @@ def set_budget(
 
 def _no_group_options(ctx: typer.Context) -> None:
     """`ldpcollect ledger --json set-budget ...` would silently drop --json: refuse it."""
-    options = {"server": "--server", "admin_token": "--admin-token", "json_out": "--json"}
+    options = {
+        "server": "--server",
+        "admin_token": "--admin-token",
+        "tls_ca": "--tls-ca",
+        "json_out": "--json",
+    }
     given = []
     for name, option in options.items():
         source = ctx.get_parameter_source(name)

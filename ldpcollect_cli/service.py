@@ -22,7 +22,14 @@ from ldpcollect.mechanisms import Mechanism, mechanism_from_params
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect_cli import ledger_command
 from ldpcollect_cli.service_errors import guarded
-from ldpcollect_cli.service_options import DEFAULT_SERVER, Json, Server, Token, with_admin
+from ldpcollect_cli.service_options import (
+    DEFAULT_SERVER,
+    Json,
+    Server,
+    TlsCa,
+    Token,
+    with_admin,
+)
 from ldpcollect_cli.service_render import (
     print_json,
     queries_table,
@@ -63,11 +70,27 @@ def serve(
     metrics_port: Annotated[
         int | None, typer.Option("--metrics-port", help="Prometheus /metrics port (0 = any).")
     ] = None,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-cert",
+            envvar="LDPCOLLECT_TLS_CERT",
+            help="PEM server certificate (chain) for TLS; needs --tls-key.",
+        ),
+    ] = None,
+    tls_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-key", envvar="LDPCOLLECT_TLS_KEY", help="PEM private key of --tls-cert."
+        ),
+    ] = None,
 ) -> None:
-    """Run the aggregator (gRPC Collector + Admin) until SIGINT/SIGTERM."""
-    from ldpcollect_cli.serving import serve_blocking
+    """Run the aggregator (gRPC Collector + Admin) until SIGINT/SIGTERM. Plaintext unless
+    --tls-cert/--tls-key are given (a warning says so when listening beyond loopback)."""
+    from ldpcollect_cli.serving import ServeSettings, serve_blocking
 
-    guarded(lambda: serve_blocking(db, listen, admin_token, metrics_port))
+    settings = ServeSettings(db, listen, admin_token, metrics_port, tls_cert, tls_key)
+    guarded(lambda: serve_blocking(settings))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,6 +122,7 @@ def query_create(
     description: Annotated[str, typer.Option("--description")] = "",
     server: Server = DEFAULT_SERVER,
     admin_token: Token = "",
+    tls_ca: TlsCa = None,
     json_out: Json = False,
 ) -> None:
     """Create a query: mechanism, location scheme and targets (a list or a bounding box)."""
@@ -119,6 +143,7 @@ def query_create(
                 min_reports=min_reports,
                 noise_sigma=sigma,
             ),
+            tls_ca,
         )
         if json_out:
             print_json(query_json(query))
@@ -154,12 +179,15 @@ def _targets(scheme: str, targets: str | None, bbox: str | None) -> list[int]:
 
 @query_app.command("list")
 def query_list(
-    server: Server = DEFAULT_SERVER, admin_token: Token = "", json_out: Json = False
+    server: Server = DEFAULT_SERVER,
+    admin_token: Token = "",
+    tls_ca: TlsCa = None,
+    json_out: Json = False,
 ) -> None:
     """Every query and its state."""
 
     def work() -> None:
-        queries = with_admin(server, admin_token, lambda admin: admin.list_queries())
+        queries = with_admin(server, admin_token, lambda admin: admin.list_queries(), tls_ca)
         if json_out:
             print_json([query_json(q) for q in queries])
         else:
@@ -170,11 +198,12 @@ def query_list(
 
 def _one(
     action: str,
-) -> Callable[[str, str, str, bool], None]:
+) -> Callable[[str, str, str, Path | None, bool], None]:
     def command(
         query: QueryId,
         server: Server = DEFAULT_SERVER,
         admin_token: Token = "",
+        tls_ca: TlsCa = None,
         json_out: Json = False,
     ) -> None:
         def work() -> None:
@@ -182,7 +211,7 @@ def _one(
                 method = {"show": admin.get_query, "advance": admin.advance, "close": admin.close}
                 return method[action](query)
 
-            result = with_admin(server, admin_token, call)
+            result = with_admin(server, admin_token, call, tls_ca)
             if json_out:
                 print_json(query_json(result))
             else:
@@ -241,6 +270,7 @@ def fleet_run(
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
     server: Server = DEFAULT_SERVER,
     admin_token: Token = "",
+    tls_ca: TlsCa = None,
     json_out: Json = False,
 ) -> None:
     """Run N simulated devices' reports for the query's current round (or every round)."""
@@ -262,6 +292,7 @@ def fleet_run(
         progress=progress,
         server=server,
         admin_token=admin_token,
+        tls_ca=tls_ca,
         json_out=json_out,
     )
     guarded(lambda: run_fleet_command(request, console))
@@ -272,6 +303,7 @@ def release(
     query: QueryId,
     server: Server = DEFAULT_SERVER,
     admin_token: Token = "",
+    tls_ca: TlsCa = None,
     json_out: Json = False,
 ) -> None:
     """Release a closed query's estimates (or show the release if it already happened)."""
@@ -282,7 +314,7 @@ def release(
                 return admin.get_release(query)
             return admin.release(query)
 
-        result = with_admin(server, admin_token, call)
+        result = with_admin(server, admin_token, call, tls_ca)
         if json_out:
             print_json(release_json(result))
         else:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, TypeVar
 
-import grpc
 import typer
 
-from client.admin import AdminClient
+from client.admin import AdminClient, connect_admin
 from ldpcollect.errors import ParameterError
 
 R = TypeVar("R")
@@ -27,14 +27,26 @@ Token = Annotated[
         help="Bearer token for the Admin RPCs (or env LDPCOLLECT_ADMIN_TOKEN).",
     ),
 ]
+TlsCa = Annotated[
+    Path | None,
+    typer.Option(
+        "--tls-ca",
+        envvar="LDPCOLLECT_TLS_CA",
+        help="PEM CA certificate(s) to verify the aggregator's TLS certificate (or env "
+        "LDPCOLLECT_TLS_CA); without it the connection is plaintext.",
+    ),
+]
 Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 
-def with_admin(server: str, token: str, work: Callable[[AdminClient], R]) -> R:
-    """Run `work` with an AdminClient on a channel to `server` (closed afterwards)."""
+def with_admin(
+    server: str, token: str, work: Callable[[AdminClient], R], tls_ca: Path | None = None
+) -> R:
+    """Run `work` with an AdminClient on a channel to `server` (TLS when `tls_ca` is given;
+    closed afterwards)."""
     if not token:
         raise ParameterError(
             "admin token", "", "a non-empty token (--admin-token or LDPCOLLECT_ADMIN_TOKEN)"
         )
-    with grpc.insecure_channel(server) as channel:
-        return work(AdminClient(channel, token))
+    with connect_admin(server, token, tls_ca=tls_ca) as admin:
+        return work(admin)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from aggregator.config import AggregatorConfig
@@ -12,17 +14,66 @@ from ldpcollect.errors import ParameterError
 READY_PREFIX = "ldpcollect aggregator serving on "
 
 
-def serve_blocking(db: Path, listen: str, admin_token: str, metrics_port: int | None) -> None:
+@dataclass(frozen=True)
+class ServeSettings:
+    db: Path
+    listen: str
+    admin_token: str
+    metrics_port: int | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+
+
+def serve_blocking(settings: ServeSettings) -> None:
     """Serve until SIGINT/SIGTERM. Prints one line `serving on host:port` once listening, so a
-    caller that asked for port 0 learns the port."""
-    if not admin_token:
+    caller that asked for port 0 learns the port; warns on stderr when a plaintext port is
+    reachable beyond this machine."""
+    if not settings.admin_token:
         raise ParameterError(
             "admin token", "", "a non-empty token (--admin-token or LDPCOLLECT_ADMIN_TOKEN)"
         )
+    if (settings.tls_cert is None) != (settings.tls_key is None):
+        raise ParameterError(
+            "--tls-cert/--tls-key",
+            (settings.tls_cert, settings.tls_key),
+            "both PEM files (certificate and its private key) or neither",
+        )
     config = AggregatorConfig(
-        db_path=db, admin_token=admin_token, listen=listen, metrics_port=metrics_port
+        db_path=settings.db,
+        admin_token=settings.admin_token,
+        listen=settings.listen,
+        metrics_port=settings.metrics_port,
+        tls_cert=settings.tls_cert,
+        tls_key=settings.tls_key,
     )
+    warning = plaintext_warning(config.listen, config.tls)
+    if warning is not None:
+        sys.stderr.write(f"WARNING: {warning}\n")
+        sys.stderr.flush()
     run(config, on_started=announce)
+
+
+def is_loopback(listen: str) -> bool:
+    """Whether host:port only accepts connections from this machine (127.0.0.0/8, ::1,
+    localhost). Wildcards (0.0.0.0, [::], empty host) and other names are not loopback."""
+    host = listen.rsplit(":", 1)[0].strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def plaintext_warning(listen: str, tls: bool) -> str | None:
+    """The warning `serve` prints for a plaintext port beyond loopback; None when fine."""
+    if tls or is_loopback(listen):
+        return None
+    return (
+        f"listening on {listen} WITHOUT TLS: the admin bearer token and every device report "
+        "cross the network in plaintext. Use --tls-cert/--tls-key (deploy/tls/make-dev-certs.sh "
+        "makes a test CA and certificate) or listen on 127.0.0.1 behind a TLS proxy."
+    )
 
 
 def announce(server: AggregatorServer, port: int) -> None:
@@ -30,5 +81,6 @@ def announce(server: AggregatorServer, port: int) -> None:
     config = server.config
     host = config.listen.rsplit(":", 1)[0]
     metrics = f", metrics on port {server.metrics_port}" if server.metrics_port else ""
-    sys.stdout.write(f"{READY_PREFIX}{host}:{port} (db {config.db_path}{metrics})\n")
+    tls = "TLS" if config.tls else "plaintext"
+    sys.stdout.write(f"{READY_PREFIX}{host}:{port} ({tls}, db {config.db_path}{metrics})\n")
     sys.stdout.flush()

@@ -1,0 +1,146 @@
+"""TLS end to end: `ldpcollect serve --tls-cert --tls-key` with a CA and certificate made in the
+test; the CLI (--tls-ca and env LDPCOLLECT_TLS_CA), the fleet runner and the Device class
+through it; plaintext clients and clients trusting another CA are refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from client.channels import open_channel
+from client.device import Device
+from ldpcollect import geo
+from ldpcollect_cli.serving import is_loopback, plaintext_warning
+from tests.cli.tls_certs import TlsFiles, make_tls_files
+
+TOKEN = "tls-test-token"
+HOME = geo.GridScheme().locate(*geo.DEFAULT_CENTER)
+TARGETS = ",".join(str(HOME + d) for d in (-1, 0, 1, 2))
+READY = "ldpcollect aggregator serving on "
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LDPCOLLECT_")}
+    return {**env, "LDPCOLLECT_ADMIN_TOKEN": TOKEN, "COLUMNS": "200", **extra}
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "ldpcollect_cli.main", *args]
+    return subprocess.run(command, env=env or _env(), capture_output=True, text=True, timeout=120)
+
+
+def ok(*args: str, env: dict[str, str] | None = None) -> str:
+    done = cli(*args, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.fixture
+def tls(tmp_path: Path) -> TlsFiles:
+    return make_tls_files(tmp_path)
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path, tls: TlsFiles) -> Iterator[str]:
+    command = [sys.executable, "-m", "ldpcollect_cli.main", "serve", "--db"]
+    command += [str(tmp_path / "agg.db"), "--listen", "127.0.0.1:0"]
+    command += ["--tls-cert", str(tls.cert), "--tls-key", str(tls.key)]
+    proc = subprocess.Popen(
+        command, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    line = proc.stdout.readline()
+    assert line.startswith(READY), line + proc.stderr.read()
+    assert "(TLS, db " in line
+    yield line[len(READY) :].split()[0]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert "WITHOUT TLS" not in proc.stderr.read()
+
+
+def test_queries_fleet_device_and_release_over_tls(
+    tls_server: str, tls: TlsFiles, tmp_path: Path
+) -> None:
+    server = ["--server", tls_server, "--tls-ca", str(tls.ca)]
+    created = ok(
+        "query", "create", "--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3",
+        "--targets", TARGETS, "--id", "tls-rr", "--json", *server,
+    )  # fmt: skip
+    assert json.loads(created)["state"] == "open"
+    ok(
+        "query", "create", "--mechanism", "sp", "--sampling-rate", "0.5", "--targets", TARGETS,
+        "--id", "tls-sp", *server,
+    )  # fmt: skip
+
+    # The Device class over a TLS channel.
+    device = Device(tmp_path / "device.json", *geo.DEFAULT_CENTER)
+    with open_channel(tls_server, tls_ca=tls.ca) as channel:
+        (outcome,) = device.participate(channel, query_ids=["tls-rr"])
+    assert outcome.status == "accepted", outcome
+
+    # The fleet runner (Collector over grpc.aio, AdvanceRound through the admin client).
+    fleet = ok(
+        "fleet", "run", "--query", "tls-sp", "--devices", "300", "--mode", "stream",
+        "--advance", "--seed", "7", "--no-progress", "--json", *server,
+    )  # fmt: skip
+    assert [r["accepted"] for r in json.loads(fleet)["rounds"]] == [300, 300]
+    ok("fleet", "run", "--query", "tls-rr", "--devices", "200", "--no-progress", *server)
+
+    # The CA from the environment instead of --tls-ca.
+    env = _env(LDPCOLLECT_TLS_CA=str(tls.ca), LDPCOLLECT_SERVER=tls_server)
+    for query in ("tls-rr", "tls-sp"):
+        ok("query", "close", "--query", query, env=env)
+    rr = json.loads(ok("release", "--query", "tls-rr", "--json", env=env))
+    sp = json.loads(ok("release", "--query", "tls-sp", "--json", env=env))
+    assert (rr["participants"], sp["participants"]) == (201, 300)
+    ledger = json.loads(ok("ledger", "--json", env=env))
+    assert [e["query_id"] for e in ledger["entries"]] == ["tls-rr", "tls-sp"]
+    budget = json.loads(
+        ok("ledger", "set-budget", "--epsilon", "0", "--delta", "0", "--json", *server)
+    )
+    assert budget["budget"]["mode"] == "none"
+
+
+def test_plaintext_and_wrong_ca_clients_are_refused(tls_server: str, tmp_path: Path) -> None:
+    plaintext = cli("query", "list", "--server", tls_server)
+    assert plaintext.returncode == 1
+    assert "UNAVAILABLE" in plaintext.stderr and "Traceback" not in plaintext.stderr
+
+    other_ca = make_tls_files(tmp_path, "other").ca
+    wrong = cli("query", "list", "--server", tls_server, "--tls-ca", str(other_ca))
+    assert wrong.returncode == 1
+    assert "UNAVAILABLE" in wrong.stderr and "Traceback" not in wrong.stderr
+
+    not_pem = tmp_path / "not-a-ca.pem"
+    not_pem.write_text("hello\n")
+    bad = cli("query", "list", "--server", tls_server, "--tls-ca", str(not_pem))
+    assert bad.returncode == 2 and "--tls-ca" in bad.stderr
+
+
+def test_serve_refuses_half_or_unreadable_tls_settings(tls: TlsFiles, tmp_path: Path) -> None:
+    base = ["serve", "--db", str(tmp_path / "x.db"), "--listen", "127.0.0.1:0"]
+    half = cli(*base, "--tls-cert", str(tls.cert))
+    assert half.returncode == 2 and "--tls-cert/--tls-key" in half.stderr
+    missing = cli(*base, "--tls-cert", str(tmp_path / "nope.pem"), "--tls-key", str(tls.key))
+    assert missing.returncode == 1
+    assert "cannot read the TLS certificate" in missing.stderr and "nope.pem" in missing.stderr
+    swapped = cli(*base, "--tls-cert", str(tls.key), "--tls-key", str(tls.cert))
+    assert swapped.returncode == 1 and "not PEM" in swapped.stderr
+
+
+def test_plaintext_warning_only_beyond_loopback() -> None:
+    for listen in ("127.0.0.1:0", "127.0.0.53:50051", "localhost:50051", "[::1]:50051"):
+        assert is_loopback(listen), listen
+        assert plaintext_warning(listen, tls=False) is None
+    for listen in ("0.0.0.0:50051", "[::]:50051", "10.0.0.5:50051", "collector.example:443"):
+        assert not is_loopback(listen), listen
+        warning = plaintext_warning(listen, tls=False)
+        assert warning is not None and "WITHOUT TLS" in warning and listen in warning
+        assert plaintext_warning(listen, tls=True) is None
