@@ -14,13 +14,26 @@ Budget modes (the operator's (epsilon, delta) budget covers the PUBLIC view):
   pure bound are refused.
 Nothing is charged for a refused release, and the check runs before anything is computed.
 
-Odometer (valid at any time, whatever the budget): doubling tiers rho_k = RHO_0 2^k with
-delta_k = delta_o / 2^(k+1), so sum_k delta_k = delta_o. The realized zCDP loss sits in the
-smallest tier k with spent <= rho_k, and the reported loss is the CKS epsilon of (rho_k,
-delta_k) at delta delta_o (the filter-to-odometer construction of Whitehouse et al. 2023, seed
-002's pay-as-you-go idea). If every release is pure, the sum of pure epsilons (delta 0) is a valid
-realized loss too and the smaller statement is shown. Approximate-only releases (recorded when no
-budget is set) add their epsilon and delta by basic composition.
+Odometer (valid at any time, whatever the budget): the better of two odometers, each valid when
+the releases and their privacy parameters are chosen adaptively (after seeing earlier results):
+- zCDP tiers: rho_k = RHO_0 2^k with delta_k = delta_o / 2^(k+1), so sum_k delta_k = delta_o.
+  The realized zCDP loss sits in the smallest tier k with spent <= rho_k, and the reported loss is
+  the CKS epsilon of (rho_k, delta_k) (the filter-to-odometer construction of Whitehouse, Ramdas,
+  Rogers & Wu 2023, "Fully-adaptive composition in differential privacy", ICML; one Feldman-Zrnic
+  2021 zCDP filter per tier, a union bound over tiers). Releases with no zCDP bound add their
+  epsilon and delta by basic composition.
+- Basic composition of every release's public claim: a pure release counts (pure epsilon, 0),
+  any other its (epsilon, delta) pair as claimed at the ledger's delta. Rogers, Roth, Ullman &
+  Vadhan 2016 ("Privacy odometers and filters: pay-as-you-go composition", arXiv:1605.08294,
+  seed 002; the basic-composition filter and odometer of their Section 3) show this stays valid
+  when each (eps_i, delta_i) is chosen adaptively: for any delta_g fixed in advance, "sum eps_i if
+  sum delta_i <= delta_g, else infinity" is a valid privacy odometer. Unlike advanced
+  composition it loses nothing from adaptivity (their lower bound concerns the sqrt(k) regime).
+Combining them: each pair (epsilon, delta) below is the reading of ONE valid odometer at that
+delta; we never take the smaller epsilon of one with the smaller delta of the other. The basic
+pair replaces the tier pair only when its epsilon is smaller at a delta no larger;
+otherwise the tier pair is reported and the other pair is shown beside it. When the basic pair
+has delta 0 (every release pure) it holds with probability 1, so no failure probability is added.
 """
 
 from __future__ import annotations
@@ -74,6 +87,21 @@ def _view(claims: tuple[PrivacyClaim, ...] | list[PrivacyClaim], view: str) -> P
 
 def _num(value: float) -> float | str:
     return "inf" if math.isinf(value) else value
+
+
+def claim_pair(claim: PrivacyClaim) -> tuple[float, float]:
+    """The (epsilon, delta) a release contributes to basic composition: its pure epsilon with
+    delta 0 when it has one, else its tight claim at the delta it was stated at."""
+    if claim.pure_epsilon is not None:
+        return claim.pure_epsilon, 0.0
+    return claim.epsilon, claim.delta
+
+
+def basic_composition(claims: list[PrivacyClaim]) -> tuple[float, float]:
+    """Sum of epsilons and of deltas (delta capped at 1): valid for adaptively chosen
+    parameters (Rogers, Roth, Ullman & Vadhan 2016, Section 3)."""
+    pairs = [claim_pair(c) for c in claims]
+    return math.fsum(e for e, _ in pairs), min(1.0, math.fsum(d for _, d in pairs))
 
 
 @dataclass
@@ -187,7 +215,8 @@ class PrivacyLedger:
 
     # -- odometer -----------------------------------------------------------------------------
     def odometer(self) -> dict[str, Any]:
-        """Realized public loss so far, valid at any time: epsilon, delta and how."""
+        """Realized public loss so far, valid at any time: epsilon, delta and how (see the module
+        docstring for why each candidate is valid under adaptive choice)."""
         publics = [r.public() for r in self.releases]
         if not publics:
             return {"epsilon": 0.0, "delta": 0.0, "method": "nothing released"}
@@ -197,34 +226,52 @@ class PrivacyLedger:
                 "delta": self.odometer_delta,
                 "method": "a release without any guarantee was recorded",
             }
-        zcdp = [c.rho for c in publics if c.rho is not None]
+        tier_eps, tier_delta, tier, tier_rho = self._tier_odometer(publics)
+        basic_eps, basic_delta = basic_composition(publics)
+        result: dict[str, Any] = {
+            "tier_rho": tier_rho,
+            "zcdp_tier_epsilon": tier_eps,
+            "zcdp_tier_delta": tier_delta,
+            "basic_epsilon": basic_eps,
+            "basic_delta": basic_delta,
+        }
+        approx = sum(1 for c in publics if c.rho is None)
+        tier_words = (
+            f"zCDP odometer tier {tier} (rho <= {tier_rho:g}, delta_k "
+            f"{self.odometer_delta / 2.0 ** (tier + 1):.3g})"
+            + (f" plus basic composition of {approx} approximate-DP releases" if approx else "")
+        )
+        n = len(publics)
+        basic_words = (
+            "sum of pure epsilons"
+            if basic_delta == 0
+            else f"basic composition of the {n} releases' public claims (epsilons and deltas add)"
+        )
+        # Report the basic pair only when its epsilon is smaller at a delta no larger: each pair
+        # is one valid odometer's reading; the smaller epsilon never borrows the other's delta.
+        if basic_eps < tier_eps and basic_delta <= tier_delta:
+            other = f"zCDP tiers give epsilon {tier_eps:.4g} at delta {tier_delta:.3g}"
+            result.update(epsilon=basic_eps, delta=basic_delta, method=f"{basic_words}; {other}")
+        else:
+            other = f"basic composition gives epsilon {basic_eps:.4g} at delta {basic_delta:.3g}"
+            result.update(epsilon=tier_eps, delta=tier_delta, method=f"{tier_words}; {other}")
+        return result
+
+    def _tier_odometer(self, publics: list[PrivacyClaim]) -> tuple[float, float, int, float]:
+        """The zCDP doubling-tier odometer over releases with a rho, plus basic composition of
+        those without: (epsilon, delta, tier, tier rho)."""
+        total_rho = math.fsum(c.rho for c in publics if c.rho is not None)
         approx = [c for c in publics if c.rho is None]
-        total_rho = math.fsum(x for x in zcdp if x is not None)
         tier = 0
         while RHO_0 * 2.0**tier < total_rho:
             tier += 1
         tier_rho = RHO_0 * 2.0**tier
-        tier_delta = self.odometer_delta / 2.0 ** (tier + 1)
-        eps = cks_epsilon(tier_rho, tier_delta) if total_rho > 0 else 0.0
+        eps = (
+            cks_epsilon(tier_rho, self.odometer_delta / 2.0 ** (tier + 1)) if total_rho > 0 else 0.0
+        )
         eps += math.fsum(c.epsilon for c in approx)
         delta = min(1.0, self.odometer_delta + math.fsum(c.delta for c in approx))
-        result: dict[str, Any] = {
-            "epsilon": eps,
-            "delta": delta,
-            "method": f"zCDP odometer tier {tier} (rho <= {tier_rho:g}, delta_k {tier_delta:.3g})"
-            + (
-                f" plus basic composition of {len(approx)} approximate-DP releases"
-                if approx
-                else ""
-            ),
-            "tier_rho": tier_rho,
-        }
-        pures = [c.pure_epsilon for c in publics]
-        if None not in pures:
-            pure_sum = math.fsum(x for x in pures if x is not None)
-            if pure_sum <= eps:
-                result.update(epsilon=pure_sum, delta=0.0, method="sum of pure epsilons")
-        return result
+        return eps, delta, tier, tier_rho
 
     # -- reporting and persistence --------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
