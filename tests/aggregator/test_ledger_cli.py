@@ -108,7 +108,10 @@ def test_release_and_ledger_json_show_claims_budget_and_odometer(server: str) ->
     assert ledger["spent_epsilon_bun_steinke"] == pytest.approx(bun_steinke)
     assert 0 < ledger["remaining_epsilon"] < 5.0
     odometer = ledger["odometer"]
-    assert odometer["epsilon"] >= ledger["spent_epsilon"] and odometer["delta"] == 1e-6
+    # The odometer may be the release's own exact figure (basic composition of one release),
+    # which is below the CKS reading of the spent rho; it is never below the release's claim.
+    (public,) = [c for c in release["claims"] if c["view"] == "public"]
+    assert odometer["epsilon"] >= public["epsilon"] and odometer["delta"] == 1e-6
     assert "tier" in odometer["method"]
     assert ledger["reporting_delta"] == 1e-6
     (entry,) = ledger["entries"]
