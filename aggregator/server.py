@@ -25,7 +25,7 @@ from grpc_reflection.v1alpha import reflection
 from aggregator.config import AggregatorConfig
 from aggregator.metrics import AggregatorMetrics
 from aggregator.release import release_function
-from aggregator.service import AdminService, CollectorService
+from aggregator.service import AdminService, CollectorService, add_collector_to_server
 from aggregator.store.sqlite import SqliteStore
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
@@ -79,7 +79,7 @@ class AggregatorServer:
             ("grpc.max_send_message_length", max(self.config.max_message_bytes, 4 << 20)),
         ]
         server = grpc.aio.server(options=options)
-        pb_grpc.add_CollectorServicer_to_server(
+        add_collector_to_server(
             CollectorService(
                 self.store,
                 self.metrics,

@@ -6,17 +6,17 @@ import asyncio
 import hmac
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import Any, NoReturn, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, NoReturn, Protocol, TypeVar, cast
 
 import grpc
 
+from aggregator.batch_codec import decode_batch, report_columns
 from aggregator.errors import ServiceError
 from aggregator.metrics import AggregatorMetrics
 from aggregator.model import QuerySpec, QueryStatus
 from aggregator.protoconv import ledger_to_proto, query_to_proto, release_to_proto
 from aggregator.release import Releaser, release_function, set_budget_function
-from aggregator.rounds import ReportColumns
 from aggregator.store.base import ReleaseFn, Store, SubmitResult
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import validate_targets
@@ -34,6 +34,7 @@ T = TypeVar("T")
 
 # Stream chunks in flight per stream before the reader waits (bounds memory on long streams).
 _MAX_INFLIGHT_CHUNKS = 8
+COLLECTOR_SERVICE = pb.DESCRIPTOR.services_by_name["Collector"].full_name
 
 
 async def _fail(context: Context, exc: ServiceError | ParameterError) -> NoReturn:
@@ -49,15 +50,6 @@ async def _guarded(context: Context, work: Awaitable[T]) -> T:
         return await work
     except (ServiceError, ParameterError) as exc:
         await _fail(context, exc)
-
-
-def _columns(reports: Iterable[pb.Report]) -> ReportColumns:
-    """The reports' fields as columns (one pass over the messages, one field read each)."""
-    rows = [(r.query_id, r.round, r.device_pseudonym, r.report_id, r.answers) for r in reports]
-    if not rows:
-        return ReportColumns()
-    query_ids, rounds, pseudonyms, report_ids, answers = map(list, zip(*rows, strict=True))
-    return ReportColumns(query_ids, rounds, pseudonyms, report_ids, answers)
 
 
 def _lookup(store: Store, query_id: str) -> pb.Query:
@@ -107,7 +99,7 @@ class CollectorService(pb_grpc.CollectorServicer):
     ) -> pb.SubmitReportResponse:
         self._metrics.batch_size.labels(path="unary").observe(1)
         report = request.report
-        result = await _guarded(context, self._store.submit(_columns((report,))))
+        result = await _guarded(context, self._store.submit(report_columns((report,))))
         self._metrics.observe_submission(result)
         if result.rejected:
             outcome = result.rejected[0][1]
@@ -137,7 +129,7 @@ class CollectorService(pb_grpc.CollectorServicer):
             async for message in request_iterator:
                 received.append(message.report)
                 if len(received) >= self._chunk:
-                    chunk = _columns(received)
+                    chunk = report_columns(received)
                     report_ids.extend(chunk.report_ids)
                     offsets.append(sent)
                     sent += len(chunk)
@@ -146,7 +138,7 @@ class CollectorService(pb_grpc.CollectorServicer):
                     if len(inflight) >= _MAX_INFLIGHT_CHUNKS:
                         absorb(offsets.pop(0), await inflight.pop(0))
             if received:
-                chunk = _columns(received)
+                chunk = report_columns(received)
                 report_ids.extend(chunk.report_ids)
                 offsets.append(sent)
                 inflight.append(asyncio.ensure_future(self._store.submit(chunk)))
@@ -161,10 +153,16 @@ class CollectorService(pb_grpc.CollectorServicer):
 
     async def SubmitBatch(
         self,
-        request: pb.SubmitBatchRequest,
-        context: grpc.aio.ServicerContext[pb.SubmitBatchRequest, pb.SubmitReportsResponse],
+        request: bytes | pb.SubmitBatchRequest,
+        context: grpc.aio.ServicerContext[Any, pb.SubmitReportsResponse],
     ) -> pb.SubmitReportsResponse:
-        n = len(request.reports)
+        """Registered by `add_collector_to_server` to receive the serialized request: a uniform
+        batch is decoded into columns directly (`batch_codec`), anything else by protobuf."""
+        # A parse failure (DecodeError) propagates as it did from grpc's request deserializer.
+        reports = (
+            decode_batch(request) if isinstance(request, bytes) else report_columns(request.reports)
+        )
+        n = len(reports)
         if n == 0:
             self._metrics.observe_rejected_rpc(grpc.StatusCode.INVALID_ARGUMENT, 0)
             await context.abort(
@@ -178,7 +176,6 @@ class CollectorService(pb_grpc.CollectorServicer):
                 f"{self._max_batch}; split it into smaller batches",
             )
         self._metrics.batch_size.labels(path="batch").observe(n)
-        reports = _columns(request.reports)
         result = await _guarded(context, self._store.submit(reports))
         return self._summarize(result, reports.report_ids)
 
@@ -197,6 +194,31 @@ class CollectorService(pb_grpc.CollectorServicer):
                 for index, outcome in result.rejected
             ],
         )
+
+
+class _RegisteredMethods(Protocol):
+    """`grpc.aio.Server.add_registered_method_handlers` (grpcio >= 1.63; grpc-stubs lacks it)."""
+
+    def add_registered_method_handlers(
+        self, service_name: str, method_handlers: dict[str, grpc.RpcMethodHandler[Any, Any]]
+    ) -> None: ...
+
+
+def add_collector_to_server(collector: CollectorService, server: grpc.aio.Server) -> None:
+    """Register the Collector service, with SubmitBatch taking the request's raw bytes.
+
+    The generated registration is kept for every other method (and for reflection); SubmitBatch
+    is registered again without a request deserializer, and gRPC prefers the later registered
+    handler, so `CollectorService.SubmitBatch` can decode uniform batches without protobuf.
+    """
+    pb_grpc.add_CollectorServicer_to_server(collector, server)
+    raw_batch = grpc.unary_unary_rpc_method_handler(
+        collector.SubmitBatch,
+        request_deserializer=None,
+        response_serializer=pb.SubmitReportsResponse.SerializeToString,
+    )
+    registry = cast(_RegisteredMethods, server)
+    registry.add_registered_method_handlers(COLLECTOR_SERVICE, {"SubmitBatch": raw_batch})
 
 
 def _admin(

@@ -1,0 +1,166 @@
+"""Serialized `SubmitBatchRequest` -> `ReportColumns` without a protobuf object per report.
+
+A batch from one device fleet is almost always uniform: every `Report` has the same byte length
+and the same layout, as protobuf serializes it (field order 1..5, each present once):
+
+    0x0a len query_id | 0x10 round | 0x1a len pseudonym | 0x22 len report_id | 0x2a len answers
+
+so the whole request is `n` equal-length records `0x0a <varint L> <Report>`. `decode_uniform`
+reads the first record's layout, checks with numpy that every record has the same tag and
+length bytes and the same query id, then slices the columns out of an (n, record) byte matrix.
+
+Anything else (reports of different lengths, fields in another order, repeated or unknown
+fields, a field proto3 leaves out because it holds its default, such as round 0 or empty
+answers, a multi-byte round varint, a non-canonical varint, a non-ASCII query id, trailing or
+truncated bytes) returns None, and the caller parses with protobuf instead. The fast path only
+ever accepts bytes whose protobuf parse has exactly the columns it returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from aggregator.rounds import ReportColumns
+from ldpcollect.v1 import ldpcollect_pb2 as pb
+
+# Tag bytes: (field number << 3) | wire type (0 = varint, 2 = length-delimited).
+_BATCH_REPORTS = 0x0A  # SubmitBatchRequest.reports = 1
+_QUERY_ID = 0x0A  # Report.query_id = 1 (string)
+_ROUND = 0x10  # Report.round = 2 (uint32)
+_PSEUDONYM = 0x1A  # Report.device_pseudonym = 3 (bytes)
+_REPORT_ID = 0x22  # Report.report_id = 4 (bytes)
+_ANSWERS = 0x2A  # Report.answers = 5 (bytes)
+# Longest varint read here (5 bytes: below 2**35, more than any message gRPC accepts).
+_MAX_VARINT_BYTES = 5
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
+    """The canonical (shortest-form) varint at `pos`: (value, position after it), else None."""
+    value = 0
+    for i in range(pos, min(pos + _MAX_VARINT_BYTES, len(data))):
+        byte = data[i]
+        value |= (byte & 0x7F) << (7 * (i - pos))
+        if byte < 0x80:
+            if byte == 0 and i > pos:
+                return None  # a padded varint: protobuf reads it, but leave it to protobuf
+            return value, i + 1
+    return None
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where the fields sit in every record of a uniform batch (offsets within a record)."""
+
+    record_bytes: int
+    query_id: str
+    round_at: int
+    pseudonym: tuple[int, int]
+    report_id: tuple[int, int]
+    answers: tuple[int, int]
+
+    def fixed_positions(self) -> npt.NDArray[np.intp]:
+        """Offsets of the bytes that must be equal in all records: tags, lengths, query id."""
+        variable = np.zeros(self.record_bytes, dtype=bool)
+        variable[self.round_at] = True
+        for start, stop in (self.pseudonym, self.report_id, self.answers):
+            variable[start:stop] = True
+        return np.flatnonzero(~variable)
+
+
+def _bytes_field(data: bytes, pos: int, tag: int) -> tuple[int, int] | None:
+    """A non-empty length-delimited field with tag `tag` at `pos`: (value start, value end)."""
+    if pos >= len(data) or data[pos] != tag:
+        return None
+    header = _varint(data, pos + 1)
+    if header is None or header[0] == 0:
+        return None
+    length, start = header
+    return start, start + length
+
+
+def _first_layout(data: bytes) -> _Layout | None:
+    """The layout of the first record, if it is the common one (see module docstring)."""
+    if len(data) < 2 or data[0] != _BATCH_REPORTS:
+        return None
+    header = _varint(data, 1)
+    if header is None:
+        return None
+    body_length, pos = header
+    end = pos + body_length
+    if end > len(data) or pos >= end or data[pos] != _QUERY_ID:
+        return None
+    query_header = _varint(data, pos + 1)
+    if query_header is None:
+        return None
+    query_length, query_start = query_header
+    query_end = query_start + query_length
+    try:
+        query_id = data[query_start:query_end].decode("ascii")
+    except UnicodeDecodeError:
+        return None  # protobuf's UTF-8 rules decide anything beyond ASCII
+    # Round: one varint byte (rounds 0..127), not left out.
+    round_at = query_end + 1
+    if round_at >= end or data[query_end] != _ROUND or data[round_at] >= 0x80:
+        return None
+    pseudonym = _bytes_field(data, round_at + 1, _PSEUDONYM)
+    report_id = None if pseudonym is None else _bytes_field(data, pseudonym[1], _REPORT_ID)
+    answers = None if report_id is None else _bytes_field(data, report_id[1], _ANSWERS)
+    if pseudonym is None or report_id is None or answers is None or answers[1] != end:
+        return None
+    return _Layout(end, query_id, round_at, pseudonym, report_id, answers)
+
+
+def _column(records: npt.NDArray[np.uint8], span: tuple[int, int]) -> list[bytes]:
+    """One bytes object per record: the bytes at `span` (void items keep every byte, NULs too)."""
+    start, stop = span
+    block = np.ascontiguousarray(records[:, start:stop])
+    values: list[bytes] = block.view(f"V{stop - start}").ravel().tolist()
+    return values
+
+
+def decode_uniform(data: bytes) -> ReportColumns | None:
+    """The columns of a uniform serialized `SubmitBatchRequest`, or None to parse it normally.
+
+    When it returns columns they are exactly `SubmitBatchRequest.FromString(data)`'s reports'
+    fields, in order.
+    """
+    layout = _first_layout(data)
+    if layout is None or len(data) % layout.record_bytes:
+        return None
+    n = len(data) // layout.record_bytes
+    records = np.frombuffer(data, dtype=np.uint8).reshape(n, layout.record_bytes)
+    fixed = layout.fixed_positions()
+    if n > 1 and not (records[1:, fixed] == records[0, fixed]).all():
+        return None
+    rounds = records[:, layout.round_at]
+    if (rounds >= 0x80).any():
+        return None  # a multi-byte round varint in some record
+    return ReportColumns(
+        query_ids=[layout.query_id] * n,
+        rounds=rounds.tolist(),
+        pseudonyms=_column(records, layout.pseudonym),
+        report_ids=_column(records, layout.report_id),
+        answers=_column(records, layout.answers),
+    )
+
+
+def report_columns(reports: Iterable[pb.Report]) -> ReportColumns:
+    """Parsed reports' fields as columns (one pass over the messages, one field read each)."""
+    rows = [(r.query_id, r.round, r.device_pseudonym, r.report_id, r.answers) for r in reports]
+    if not rows:
+        return ReportColumns()
+    query_ids, rounds, pseudonyms, report_ids, answers = map(list, zip(*rows, strict=True))
+    return ReportColumns(query_ids, rounds, pseudonyms, report_ids, answers)
+
+
+def decode_batch(data: bytes) -> ReportColumns:
+    """The reports of a serialized `SubmitBatchRequest` as columns: a uniform batch directly,
+    anything else through protobuf (whose `DecodeError` on malformed bytes propagates)."""
+    columns = decode_uniform(data)
+    if columns is None:
+        columns = report_columns(pb.SubmitBatchRequest.FromString(data).reports)
+    return columns
