@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, Protocol, TypeVar, cast
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from aggregator.batch_codec import decode_batch, report_columns
 from aggregator.errors import ServiceError
@@ -158,10 +159,19 @@ class CollectorService(pb_grpc.CollectorServicer):
     ) -> pb.SubmitReportsResponse:
         """Registered by `add_collector_to_server` to receive the serialized request: a uniform
         batch is decoded into columns directly (`batch_codec`), anything else by protobuf."""
-        # A parse failure (DecodeError) propagates as it did from grpc's request deserializer.
-        reports = (
-            decode_batch(request) if isinstance(request, bytes) else report_columns(request.reports)
-        )
+        try:
+            reports = (
+                decode_batch(request)
+                if isinstance(request, bytes)
+                else report_columns(request.reports)
+            )
+        except DecodeError as err:
+            self._metrics.observe_rejected_rpc(grpc.StatusCode.INVALID_ARGUMENT, 0)
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"the request is not a valid ldpcollect.v1.SubmitBatchRequest ({err}); "
+                "nothing was counted",
+            )
         n = len(reports)
         if n == 0:
             self._metrics.observe_rejected_rpc(grpc.StatusCode.INVALID_ARGUMENT, 0)
