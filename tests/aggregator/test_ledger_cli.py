@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,28 +16,21 @@ import pytest
 from ldpcollect import geo
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
+from tests.serving import cli_env, serving
 
 TOKEN = "ledger-cli-token"
 HOME = geo.GridScheme().locate(*geo.DEFAULT_CENTER)
 TARGETS = ",".join(str(HOME + d) for d in (-1, 0, 1, 2))
-READY = "ldpcollect aggregator serving on "
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "LDPCOLLECT_ADMIN_TOKEN": TOKEN, "COLUMNS": "200"}
+    return cli_env(TOKEN)
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
-    command = [sys.executable, "-m", "ldpcollect_cli.main", "serve", "--db"]
-    command += [str(tmp_path / "agg.db"), "--listen", "127.0.0.1:0"]
-    proc = subprocess.Popen(command, env=_env(), stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith(READY), line
-    yield line[len(READY) :].split()[0]
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=30) == 0
+    with serving(tmp_path / "agg.db", TOKEN) as served:
+        yield served.address
 
 
 def cli(*args: str, server: str, ok: bool = True) -> subprocess.CompletedProcess[str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_tls import READY, TARGETS, _env, ok
+from tests.cli.test_tls import TARGETS, TOKEN, ok
+from tests.serving import serving as serving_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -24,17 +24,8 @@ DEPLOY = ROOT / "deploy"
 
 @contextmanager
 def serving(db: Path, *tls: str) -> Iterator[str]:
-    command = [sys.executable, "-m", "ldpcollect_cli.main", "serve", "--db", str(db)]
-    command += ["--listen", "127.0.0.1:0", *tls]
-    proc = subprocess.Popen(command, env=_env(), stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith(READY), line
-    try:
-        yield line[len(READY) :].split()[0]
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
+    with serving_cli(db, TOKEN, *tls) as served:
+        yield served.address
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed")

@@ -4,9 +4,7 @@ real CLI in subprocesses (query create, fleet run, query close, release --json, 
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,28 +13,21 @@ from pathlib import Path
 import pytest
 
 from ldpcollect import geo
+from tests.serving import cli_env, serving
 
 TOKEN = "cli-test-token"
 HOME = geo.GridScheme().locate(*geo.DEFAULT_CENTER)
 TARGETS = ",".join(str(HOME + d) for d in (-1, 0, 1, 2))
-READY = "ldpcollect aggregator serving on "
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "LDPCOLLECT_ADMIN_TOKEN": TOKEN, "COLUMNS": "200"}
+    return cli_env(TOKEN)
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
-    command = [sys.executable, "-m", "ldpcollect_cli.main", "serve", "--db"]
-    command += [str(tmp_path / "agg.db"), "--listen", "127.0.0.1:0"]
-    proc = subprocess.Popen(command, env=_env(), stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith(READY), line
-    yield line[len(READY) :].split()[0]
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=30) == 0
+    with serving(tmp_path / "agg.db", TOKEN) as served:
+        yield served.address
 
 
 def cli(*args: str, server: str | None = None, ok: bool = True) -> subprocess.CompletedProcess[str]:

@@ -5,8 +5,6 @@ through it; plaintext clients and clients trusting another CA are refused."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,16 +17,15 @@ from client.device import Device
 from ldpcollect import geo
 from ldpcollect_cli.serving import is_loopback, plaintext_warning
 from tests.cli.tls_certs import TlsFiles, make_tls_files
+from tests.serving import cli_env, serving
 
 TOKEN = "tls-test-token"
 HOME = geo.GridScheme().locate(*geo.DEFAULT_CENTER)
 TARGETS = ",".join(str(HOME + d) for d in (-1, 0, 1, 2))
-READY = "ldpcollect aggregator serving on "
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LDPCOLLECT_")}
-    return {**env, "LDPCOLLECT_ADMIN_TOKEN": TOKEN, "COLUMNS": "200", **extra}
+    return cli_env(TOKEN, **extra)
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -49,20 +46,12 @@ def tls(tmp_path: Path) -> TlsFiles:
 
 @pytest.fixture
 def tls_server(tmp_path: Path, tls: TlsFiles) -> Iterator[str]:
-    command = [sys.executable, "-m", "ldpcollect_cli.main", "serve", "--db"]
-    command += [str(tmp_path / "agg.db"), "--listen", "127.0.0.1:0"]
-    command += ["--tls-cert", str(tls.cert), "--tls-key", str(tls.key)]
-    proc = subprocess.Popen(
-        command, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    line = proc.stdout.readline()
-    assert line.startswith(READY), line + proc.stderr.read()
-    assert "(TLS, db " in line
-    yield line[len(READY) :].split()[0]
-    proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=30) == 0
-    assert "WITHOUT TLS" not in proc.stderr.read()
+    tls_args = ("--tls-cert", str(tls.cert), "--tls-key", str(tls.key))
+    with serving(tmp_path / "agg.db", TOKEN, *tls_args) as served:
+        assert "(TLS, db " in served.ready_line
+        yield served.address
+    assert served.proc.stderr is not None
+    assert "WITHOUT TLS" not in served.proc.stderr.read()
 
 
 def test_queries_fleet_device_and_release_over_tls(

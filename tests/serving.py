@@ -1,0 +1,48 @@
+"""`ldpcollect serve` as a child process for tests: start it, read its address, stop it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+READY = "ldpcollect aggregator serving on "
+
+
+def cli_env(token: str, **extra: str) -> dict[str, str]:
+    """This process's environment without LDPCOLLECT_* settings, plus the admin token."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LDPCOLLECT_")}
+    return {**env, "LDPCOLLECT_ADMIN_TOKEN": token, "COLUMNS": "200", **extra}
+
+
+@dataclass(frozen=True)
+class Served:
+    address: str
+    ready_line: str
+    proc: subprocess.Popen[str]
+
+
+@contextmanager
+def serving(db: Path, token: str, *args: str) -> Iterator[Served]:
+    """Run `ldpcollect serve --db DB --listen 127.0.0.1:0 ARGS`; stop it with SIGTERM after,
+    checking that it exits cleanly."""
+    command = [sys.executable, "-m", "ldpcollect_cli.main", "serve", "--db", str(db)]
+    command += ["--listen", "127.0.0.1:0", *args]
+    proc = subprocess.Popen(
+        command, env=cli_env(token), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    line = proc.stdout.readline()
+    if not line.startswith(READY):
+        proc.kill()
+        raise AssertionError(f"serve did not start: {line}{proc.stderr.read()}")
+    try:
+        yield Served(line[len(READY) :].split()[0], line, proc)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
