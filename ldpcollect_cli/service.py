@@ -113,6 +113,18 @@ def query_create(
     bbox: Annotated[
         str | None, typer.Option("--bbox", help="south,west,north,east: every cell in the box.")
     ] = None,
+    h3_parent: Annotated[
+        str | None,
+        typer.Option(
+            "--h3-parent",
+            help="H3 region: every child (at --scheme's resolution) of "
+            "this coarser cell (hex, e.g. 851fb467fffffff).",
+        ),
+    ] = None,
+    h3_disk: Annotated[
+        str | None,
+        typer.Option("--h3-disk", help="H3 region: CELL,K = every cell within K steps of CELL."),
+    ] = None,
     scheme: Annotated[str, typer.Option("--scheme", help="grid or h3:<resolution>.")] = "grid",
     min_reports: Annotated[int, typer.Option("--min-reports", min=1)] = 1,
     noise_sigma: Annotated[
@@ -125,11 +137,12 @@ def query_create(
     tls_ca: TlsCa = None,
     json_out: Json = False,
 ) -> None:
-    """Create a query: mechanism, location scheme and targets (a list or a bounding box)."""
+    """Create a query: mechanism, location scheme and targets (a list, a bounding box or an H3
+    region)."""
 
     def work() -> None:
         mech = _mechanism(mechanism, flip1, flip2, sampling_rate)
-        target_list = _targets(scheme, targets, bbox)
+        target_list = _targets(scheme, targets, bbox, h3_parent, h3_disk)
         sigma = None if noise_sigma is None else Fraction(noise_sigma)
         query = with_admin(
             server,
@@ -167,14 +180,42 @@ def _mechanism(
     raise ParameterError("--mechanism", name, "rr or sp")
 
 
-def _targets(scheme: str, targets: str | None, bbox: str | None) -> list[int]:
-    if (targets is None) == (bbox is None):
-        raise ParameterError("--targets/--bbox", (targets, bbox), "exactly one of the two")
+def _targets(
+    scheme: str,
+    targets: str | None,
+    bbox: str | None,
+    h3_parent: str | None = None,
+    h3_disk: str | None = None,
+) -> list[int]:
+    given = {"--targets": targets, "--bbox": bbox, "--h3-parent": h3_parent, "--h3-disk": h3_disk}
+    chosen = [name for name, value in given.items() if value is not None]
+    if len(chosen) != 1:
+        raise ParameterError("/".join(given), chosen, "exactly one of them")
     if targets is not None:
         return _parse_targets(targets)
-    assert bbox is not None
-    south, west, north, east = _parse_floats(bbox, "--bbox", 4)
-    return list(geo.scheme_from_text(scheme).targets_in_bbox(south, west, north, east))
+    location_scheme = geo.scheme_from_text(scheme)
+    if bbox is not None:
+        south, west, north, east = _parse_floats(bbox, "--bbox", 4)
+        return list(location_scheme.targets_in_bbox(south, west, north, east))
+    if not isinstance(location_scheme, geo.H3Scheme):
+        raise ParameterError("--scheme", scheme, "h3:<resolution> when an H3 region is given")
+    if h3_parent is not None:
+        return list(location_scheme.targets_in_parent(_parse_h3_cell(h3_parent, "--h3-parent")))
+    assert h3_disk is not None
+    cell_text, sep, k_text = h3_disk.partition(",")
+    if not sep or not k_text.strip().isdigit():
+        raise ParameterError("--h3-disk", h3_disk, "CELL,K with K a whole number >= 0")
+    cell = _parse_h3_cell(cell_text, "--h3-disk")
+    return list(location_scheme.targets_in_disk(cell, int(k_text)))
+
+
+def _parse_h3_cell(text: str, option: str) -> int:
+    """An H3 cell as its usual 15-character hex string (or a decimal 64-bit integer)."""
+    text = text.strip().lower()
+    try:
+        return int(text) if text.isdigit() and len(text) > 15 else int(text, 16)
+    except ValueError:
+        raise ParameterError(option, text, "an H3 cell in hex, e.g. 851fb467fffffff") from None
 
 
 @query_app.command("list")
