@@ -14,8 +14,8 @@ import math
 from fractions import Fraction
 from typing import Any
 
-from ldpcollect.accounting.conversions import bun_steinke_epsilon, cks_epsilon, cks_term
 from ldpcollect.accounting.discrete_gaussian import ShiftedGaussianProfile
+from ldpcollect.accounting.events import Composition, EpsilonReport, PureDp, RenyiCurve, Zcdp
 from ldpcollect.accounting.local_pairs import (
     rr_pairs,
     worst_epsilon,
@@ -92,8 +92,15 @@ def _noise_terms(
         )
     except ParameterError:
         exact = math.inf
-    total = queries * rho
-    return {"rho": rho, "rho_total": total, "eps": min(exact, cks_epsilon(total, delta))}
+    noise_only = Composition().compose(Zcdp(rho), queries)
+    return {"rho": rho, "rho_total": queries * rho, "eps": min(exact, noise_only.epsilon(delta))}
+
+
+def _zcdp_queries(rho: float, queries: int, delta: float) -> EpsilonReport | None:
+    """`queries` releases of one rho-zCDP query at delta (None when rho is infinite)."""
+    if math.isinf(rho):
+        return None
+    return Composition().compose(Zcdp(rho), queries).epsilon_report(delta)
 
 
 def _rr_cost(
@@ -114,38 +121,37 @@ def _rr_cost(
         local_exact = math.inf
         notes.append("exact composition skipped for this many single-target queries")
     rho_n = noise["rho"] if noise else math.inf
-
-    def curve(alpha: float) -> float:
-        return queries * min(worst_renyi(one, alpha), alpha * rho_n)
-
+    # Per query, the public view is bounded by the reports' own curve and by the noise's.
+    per_query_curve = RenyiCurve(ORDERS, tuple(min(worst_renyi(one, a), a * rho_n) for a in ORDERS))
     renyi_eps = (
         math.inf
         if math.isinf(eps_q) and noise is None
-        else max(0.0, min(curve(a) + cks_term(a, delta) for a in ORDERS))
+        else Composition().compose(per_query_curve, queries).epsilon_report(delta).renyi
     )
-    public_rho = queries * min(rho_q, rho_n)
-    candidates = [local_exact, queries * eps_q, renyi_eps]
+    public = _zcdp_queries(min(rho_q, rho_n), queries, delta)
+    basic = (
+        Composition().compose(PureDp(eps_q), queries).pure_epsilon if eps_q < math.inf else eps_q
+    )
+    candidates = [local_exact, basic, renyi_eps]
     if noise:
         candidates.append(noise["eps"])
     eps = max(0.0, min(candidates))
-    local_total = min(local_exact, queries * eps_q)
+    local_total = min(local_exact, basic)
     return {
         "eps": _out(eps),
         "guarantee": "pure" if math.isfinite(eps_q) else ("zcdp" if noise else "none"),
-        "eps_cks": _out(cks_epsilon(public_rho, delta) if math.isfinite(public_rho) else None),
-        "eps_bun_steinke": _out(
-            bun_steinke_epsilon(public_rho, delta) if math.isfinite(public_rho) else None
-        ),
+        "eps_cks": _out(public.zcdp_cks if public else None),
+        "eps_bun_steinke": _out(public.zcdp_bun_steinke if public else None),
         "eps_renyi": _out(renyi_eps),
-        "eps_basic": _out(queries * eps_q),
-        "rho": _out(public_rho),
-        "pure_epsilon": _out(queries * eps_q),
+        "eps_basic": _out(basic),
+        "rho": _out(queries * min(rho_q, rho_n)),
+        "pure_epsilon": _out(basic),
         "per_query_epsilon": _out(eps_q),
         "per_query_rho": _out(rho_q),
         "noise_rho_per_query": _out(noise["rho"]) if noise else None,
         "aggregator": {
             "eps": _out(local_total),
-            "pure_epsilon": _out(queries * eps_q),
+            "pure_epsilon": _out(basic),
             "explanation": "the trusted aggregator sees every report: K-fold local loss",
         },
         "notes": notes,
@@ -191,12 +197,13 @@ def _sp_cost(
         }
     total = noise["rho_total"]
     value = 0.0 if delta >= reveal else noise["eps"]
+    public = _zcdp_queries(noise["rho"], queries, delta)
     return {
         "eps": _out(value),
         "guarantee": "zcdp",
         "approx_delta": reveal,
-        "eps_cks": cks_epsilon(total, delta),
-        "eps_bun_steinke": bun_steinke_epsilon(total, delta),
+        "eps_cks": _out(public.zcdp_cks if public else None),
+        "eps_bun_steinke": _out(public.zcdp_bun_steinke if public else None),
         "rho": total,
         "pure_epsilon": None,
         "per_round_epsilon": _out(round_eps),
