@@ -18,6 +18,7 @@ from aggregator.metrics import AggregatorMetrics
 from aggregator.model import QuerySpec, QueryStatus
 from aggregator.protoconv import ledger_to_proto, query_to_proto, release_to_proto
 from aggregator.release import Releaser, release_function, set_budget_function
+from aggregator.rounds import ReportColumns
 from aggregator.store.base import ReleaseFn, Store, SubmitResult
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import validate_targets
@@ -71,6 +72,9 @@ class CollectorService(pb_grpc.CollectorServicer):
         self._metrics = metrics
         self._max_batch = max_batch_reports
         self._chunk = chunk
+        self._unary_size = metrics.batch_size.labels(path="unary")
+        self._stream_size = metrics.batch_size.labels(path="stream")
+        self._batch_size = metrics.batch_size.labels(path="batch")
 
     async def ListOpenQueries(
         self,
@@ -98,9 +102,19 @@ class CollectorService(pb_grpc.CollectorServicer):
         request: pb.SubmitReportRequest,
         context: grpc.aio.ServicerContext[pb.SubmitReportRequest, pb.SubmitReportResponse],
     ) -> pb.SubmitReportResponse:
-        self._metrics.batch_size.labels(path="unary").observe(1)
+        self._unary_size.observe(1)
         report = request.report
-        result = await _guarded(context, self._store.submit(report_columns((report,))))
+        columns = ReportColumns(
+            [report.query_id],
+            [report.round],
+            [report.device_pseudonym],
+            [report.report_id],
+            [report.answers],
+        )
+        try:
+            result = await self._store.submit(columns)
+        except (ServiceError, ParameterError) as exc:
+            await _fail(context, exc)
         self._metrics.observe_submission(result)
         if result.rejected:
             outcome = result.rejected[0][1]
@@ -149,7 +163,7 @@ class CollectorService(pb_grpc.CollectorServicer):
             for future in inflight:
                 future.cancel()
             await _fail(context, exc)
-        self._metrics.batch_size.labels(path="stream").observe(len(report_ids))
+        self._stream_size.observe(len(report_ids))
         return self._summarize(done, report_ids)
 
     async def SubmitBatch(
@@ -185,7 +199,7 @@ class CollectorService(pb_grpc.CollectorServicer):
                 f"the batch has {n} reports, more than this server's max_batch_reports "
                 f"{self._max_batch}; split it into smaller batches",
             )
-        self._metrics.batch_size.labels(path="batch").observe(n)
+        self._batch_size.observe(n)
         result = await _guarded(context, self._store.submit(reports))
         return self._summarize(result, reports.report_ids)
 
