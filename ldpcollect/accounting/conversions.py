@@ -71,6 +71,11 @@ def cks_optimal_order(rho: float, delta: float) -> float:
     def slope(alpha: float) -> float:  # derivative of the objective times (alpha-1)^2
         return rho * (alpha - 1.0) ** 2 + math.log(alpha) - log_inv_delta
 
+    low = 1.0 + 1e-15
+    if slope(low) > 0:
+        # The objective already rises at its lowest order: the infimum is its alpha -> 1 limit,
+        # delta = 1 (no root to bracket; rho far above epsilon).
+        return 1.0
     high = 2.0
     while slope(high) <= 0:
         high *= 2.0
@@ -98,10 +103,15 @@ def cks_delta(rho: float, epsilon: float) -> float:
     def slope(alpha: float) -> float:  # derivative of the log objective
         return (2.0 * alpha - 1.0) * rho - epsilon + math.log1p(-1.0 / alpha)
 
+    low = 1.0 + 1e-15
+    if slope(low) > 0:
+        # The objective already rises at its lowest order: the infimum is its alpha -> 1 limit,
+        # delta = 1 (no root to bracket; rho far above epsilon).
+        return 1.0
     high = 2.0
     while slope(high) <= 0:
         high *= 2.0
-    alpha = float(brentq(slope, 1.0 + 1e-15, high, xtol=1e-15, rtol=1e-15, maxiter=500))
+    alpha = float(brentq(slope, low, high, xtol=1e-15, rtol=1e-15, maxiter=500))
     log_delta = (
         (alpha - 1.0) * (alpha * rho - epsilon)
         + (alpha - 1.0) * math.log1p(-1.0 / alpha)

@@ -222,15 +222,6 @@ def _curve_delta(orders: np.ndarray, rdp: np.ndarray, epsilon: float) -> float:
     return math.exp(best)
 
 
-def _cks_delta(rho: float, epsilon: float) -> float:
-    """`conversions.cks_delta`, except where its root search has no bracket: when the objective
-    already increases at its lowest order 1 + 1e-15 the infimum is the alpha -> 1 limit, 1."""
-    low = 1.0 + 1e-15
-    if (2.0 * low - 1.0) * rho - epsilon + math.log1p(-1.0 / low) > 0:
-        return 1.0
-    return cks_delta(rho, epsilon)
-
-
 def _bun_steinke_delta(rho: float, epsilon: float) -> float:
     """Inverse of eps = rho + 2 sqrt(rho ln(1/delta)): delta = exp(-(eps - rho)^2 / (4 rho))."""
     if rho == 0:
@@ -361,7 +352,7 @@ class Composition:
             return 0.0
         best = _curve_delta(self.orders, self.rdp(include_pure=False), epsilon)
         rho = self._rho(include_pure=False)
-        return best if rho is None else min(best, _cks_delta(rho, epsilon))
+        return best if rho is None else min(best, cks_delta(rho, epsilon))
 
     def epsilon(self, delta: float) -> float:
         """The tightest valid epsilon at `delta` (inf when none is finite)."""
@@ -379,7 +370,7 @@ class Composition:
             value = 1.0
             return DeltaReport(epsilon, value, value, None, None, value, eps_a, delta_a)
         renyi = min(1.0, delta_a + _curve_delta(self.orders, self.rdp(), left))
-        cks = None if rho is None else min(1.0, delta_a + _cks_delta(rho, left))
+        cks = None if rho is None else min(1.0, delta_a + cks_delta(rho, left))
         bun = None if rho is None else min(1.0, delta_a + _bun_steinke_delta(rho, left))
         after_pure = left - self.pure_epsilon
         basic = 1.0 if after_pure < 0 else min(1.0, delta_a + self._rest_delta(after_pure))

@@ -100,3 +100,9 @@ def test_round_up_never_below() -> None:
     for value in [2.9901612285045354, 0.0243559704, 1e-7 / 3, 123456.7891, 0.1 + 0.2]:
         assert round_up(value) >= value
         assert round_up(value) <= value * (1 + 2e-5)
+
+
+def test_cks_delta_is_one_when_rho_is_far_above_epsilon() -> None:
+    # No root to bracket: the objective rises from its lowest order, so the infimum is 1.
+    assert cks_delta(80.0, 0.5) == 1.0
+    assert cks_delta(40.0, 0.0) == 1.0
