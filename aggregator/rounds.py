@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import repeat
+from typing import NamedTuple
 
 import grpc
 import numpy as np
@@ -94,6 +94,26 @@ class Accepted:
     completed: int = 0
 
 
+class HeldRun(NamedTuple):
+    """Accepted reports of one round, packed: `n` ids, pseudonyms and answers back to back."""
+
+    round: int
+    report_ids: bytes
+    pseudonyms: bytes
+    answers: bytes
+
+
+def _key_index(packed: bytes, key: bytes) -> int:
+    """Index of `key` among the fixed-width keys packed in `packed` (it is there)."""
+    width = len(key)
+    at = packed.find(key)
+    while at > 0 and at % width:  # a match straddling two keys: look further
+        at = packed.find(key, at + 1)
+    if at < 0:
+        raise RuntimeError(f"report id {key.hex()} is indexed but not in its held run")
+    return at // width
+
+
 @dataclass
 class QueryState:
     spec: QuerySpec
@@ -103,12 +123,12 @@ class QueryState:
     counts: Counts
     reports_per_round: list[int]
     completed_devices: int
-    # Accepted reports still held, as parallel columns in arrival order; the dedup index maps
-    # a report id to its position (an int per report is cheaper to index than a tuple).
+    # Accepted reports still held, in runs (one per admitted request or restored log slice):
+    # each run keeps its reports' fields packed, and the dedup index maps a report id to its
+    # run's number. A run number is one int object shared by the whole run, and no per-report
+    # answers or lists stay alive, so holding a report costs little more than its dict entry.
     by_report_id: dict[bytes, int] = field(default_factory=dict)
-    held_pseudonyms: list[bytes] = field(default_factory=list)
-    held_rounds: list[int] = field(default_factory=list)
-    held_answers: list[bytes] = field(default_factory=list)
+    held_runs: list[HeldRun] = field(default_factory=list)
     # Per round (index 0 = round 1): pseudonyms of devices that reported that round.
     devices_by_round: list[set[bytes]] = field(default_factory=list)
     # Sampling Privacy: round-1 answers of devices whose round-2 report has not arrived.
@@ -164,7 +184,15 @@ class QueryState:
         Entries may come in any order: a round-1 device waits for round 2 only while no
         round-2 report of it is known.
         """
-        self._hold(round_, report_ids, pseudonyms, answers)
+        for start in range(0, len(report_ids), _RESTORED_RUN):
+            stop = start + _RESTORED_RUN
+            self._hold(
+                round_,
+                report_ids[start:stop],
+                b"".join(report_ids[start:stop]),
+                b"".join(pseudonyms[start:stop]),
+                b"".join(answers[start:stop]),
+            )
         self.devices_by_round[round_ - 1].update(pseudonyms)
         if self.rounds == 2:
             if round_ == 1:
@@ -195,12 +223,16 @@ class QueryState:
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"device_pseudonym must be {REPORT_KEY_BYTES} bytes, got {len(report.pseudonym)}",
             )
-        previous = self.by_report_id.get(report.report_id)
-        if previous is not None:
+        run = self.by_report_id.get(report.report_id)
+        if run is not None:
+            held = self.held_runs[run]
+            i = _key_index(held.report_ids, report.report_id)
+            width = self.answer_bytes
             if (
-                self.held_pseudonyms[previous] == report.pseudonym
-                and self.held_rounds[previous] == report.round
-                and self.held_answers[previous] == report.answers
+                held.pseudonyms[i * REPORT_KEY_BYTES : (i + 1) * REPORT_KEY_BYTES]
+                == report.pseudonym
+                and held.round == report.round
+                and held.answers[i * width : (i + 1) * width] == report.answers
             ):
                 return DUPLICATE
             return Outcome(
@@ -255,7 +287,7 @@ class QueryState:
         else:
             accepted.completed_answers[0].append(answers)
             accepted.completed += 1
-        self._hold(report.round, [report.report_id], [report.pseudonym], [answers])
+        self._hold(report.round, (report.report_id,), report.report_id, report.pseudonym, answers)
         devices.add(report.pseudonym)
         self.reports_per_round[report.round - 1] += 1
         accepted.count += 1
@@ -295,15 +327,21 @@ class QueryState:
             ]
             if np.bitwise_and(last, mask).any():
                 return False
-        new_ids = set(report_ids)
+        run = len(self.held_runs)
+        new_ids = dict.fromkeys(report_ids, run)  # the index entries, if all pass
         if len(new_ids) != n or not self.by_report_id.keys().isdisjoint(new_ids):
             return False
-        new_devices = set(pseudonyms)
-        devices = self.devices_by_round[round_ - 1]
-        if len(new_devices) != n or not devices.isdisjoint(new_devices):
-            return False
         two_rounds = self.rounds == 2
-        if two_rounds and round_ == 2 and not self.awaiting_round2.keys() >= new_devices:
+        if two_rounds and round_ == 2 and not self.awaiting_round2.keys() >= set(pseudonyms):
+            return False
+        # Devices, checked and added in one pass over the (large) set: symmetric difference
+        # adds every new device and removes any already there, so the set grows by exactly n
+        # only when all n are distinct and new; otherwise the same update again undoes it.
+        devices = self.devices_by_round[round_ - 1]
+        before = len(devices)
+        devices.symmetric_difference_update(pseudonyms)
+        if len(devices) - before != n:
+            devices.symmetric_difference_update(pseudonyms)
             return False
         # Every report passes: record them all.
         if two_rounds and round_ == 2:
@@ -316,25 +354,29 @@ class QueryState:
         else:
             accepted.completed_answers[0].append(packed_answers)
             accepted.completed += n
-        self._hold(round_, report_ids, pseudonyms, answers)
-        devices.update(new_devices)
+        packed_ids = b"".join(report_ids)
+        packed_pseudonyms = b"".join(pseudonyms)
+        self.held_runs.append(HeldRun(round_, packed_ids, packed_pseudonyms, packed_answers))
+        self.by_report_id.update(new_ids)
         self.reports_per_round[round_ - 1] += n
         accepted.count += n
-        accepted.report_ids.append(b"".join(report_ids))
-        accepted.pseudonyms.append(b"".join(pseudonyms))
+        accepted.report_ids.append(packed_ids)
+        accepted.pseudonyms.append(packed_pseudonyms)
         accepted.answers.append(packed_answers)
         return True
 
     def _hold(
-        self, round_: int, report_ids: list[bytes], pseudonyms: list[bytes], answers: list[bytes]
+        self,
+        round_: int,
+        report_ids: Iterable[bytes],
+        packed_ids: bytes,
+        packed_pseudonyms: bytes,
+        packed_answers: bytes,
     ) -> None:
-        start = len(self.held_pseudonyms)
-        self.by_report_id.update(
-            zip(report_ids, range(start, start + len(report_ids)), strict=True)
-        )
-        self.held_pseudonyms.extend(pseudonyms)
-        self.held_rounds.extend(repeat(round_, len(report_ids)))
-        self.held_answers.extend(answers)
+        """Keep one run of accepted reports (`report_ids` are those packed in `packed_ids`)."""
+        run = len(self.held_runs)
+        self.held_runs.append(HeldRun(round_, packed_ids, packed_pseudonyms, packed_answers))
+        self.by_report_id.update(dict.fromkeys(report_ids, run))
 
     def new_accepted(self) -> Accepted:
         return Accepted(
@@ -354,9 +396,7 @@ class QueryState:
     def forget_reports(self) -> None:
         """After a release: individual reports are gone."""
         self.by_report_id.clear()
-        self.held_pseudonyms.clear()
-        self.held_rounds.clear()
-        self.held_answers.clear()
+        self.held_runs.clear()
         for devices in self.devices_by_round:
             devices.clear()
         self.awaiting_round2.clear()
@@ -379,3 +419,6 @@ def column_sums(packed: bytes, n_rows: int, n_bits: int) -> Counts:
 
 
 _UNPACK_BITS = 1 << 22
+# Reports per held run when rebuilding from the log (a log row holds a whole commit group):
+# bounds the scan that locates a repeated report id within its run.
+_RESTORED_RUN = 512
