@@ -41,6 +41,7 @@ from ldpcollect.geo.grid import CELLS_PER_SIDE
 from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect_cli.service_render import (
+    bound,
     ledger_json,
     print_json,
     privacy_table,
@@ -270,8 +271,8 @@ def _show(
     console.print(privacy_table(releases.values(), ledger.reporting_delta))
     console.print(
         f"ledger: {_budget_words(ledger)}. Odometer, the public's loss over everything "
-        f"released so far: epsilon {ledger.odometer_epsilon:.4g} at delta "
-        f"{ledger.odometer_delta:.3g} [dim]({ledger.odometer_method})[/dim]"
+        f"released so far: epsilon {bound(ledger.odometer_epsilon)} at delta "
+        f"{bound(ledger.odometer_delta, 6)} [dim]({ledger.odometer_method})[/dim]"
     )
     console.print(f"demo finished in {seconds:.1f} s; server stopped")
 
@@ -281,5 +282,5 @@ def _budget_words(ledger: pb.Ledger) -> str:
         return "no budget set (releases recorded, none refused)"
     return (
         f"budget epsilon {ledger.budget_epsilon:g} at delta {ledger.budget_delta:g}, "
-        f"spent {ledger.currency} {ledger.spent:.4g}"
+        f"spent {ledger.currency} {bound(ledger.spent)}"
     )

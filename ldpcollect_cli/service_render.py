@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ldpcollect import wire
+from ldpcollect.accounting.conversions import round_up
 from ldpcollect.errors import ParameterError
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 
@@ -156,6 +157,18 @@ def fmt(value: object, digits: int = 4) -> str:
     return "-" if value is None else str(value)
 
 
+def bound(value: float | None, digits: int = 4) -> str:
+    """A privacy loss for people: rounded UP, so a printed bound is never below the true one."""
+    if value is None:
+        return "-"
+    return f"{round_up(value, digits):.{digits}g}"
+
+
+def allowance(value: float, digits: int = 4) -> str:
+    """What a budget still allows: rounded DOWN, never more than is really left."""
+    return f"{-round_up(-value, digits):.{digits}g}" if math.isfinite(value) else fmt(value)
+
+
 def queries_table(queries: Sequence[pb.Query]) -> Table:
     table = Table(title="queries")
     for column in ("id", "mechanism", "scheme", "targets", "state", "round", "reports", "done"):
@@ -224,20 +237,23 @@ def plain_words(claim: pb.PrivacyClaim) -> str:
     if claim.guarantee == "pure" and claim.HasField("pure_epsilon"):
         eps = claim.pure_epsilon
         return (
-            f"pure {eps:.3g}-DP: no outcome becomes more than e^{eps:.3g} = {math.exp(eps):.3g} "
+            f"pure {bound(eps, 3)}-DP: no outcome becomes more than e^{bound(eps, 3)} = "
+            f"{bound(math.exp(eps), 3)} "
             "times more likely when one device moves"
         )
     if claim.guarantee == "zcdp" and claim.HasField("rho"):
         return (
-            f"zCDP rho {claim.rho:.3g}: ({claim.epsilon:.3g}, {claim.delta:g})-DP "
-            f"(Bun-Steinke {claim.epsilon_bun_steinke:.3g}); no outcome becomes more than "
-            f"e^{claim.epsilon:.3g} = {math.exp(claim.epsilon):.3g} times more likely, except "
-            f"with probability {claim.delta:g}"
+            f"zCDP rho {bound(claim.rho, 3)}: ({bound(claim.epsilon, 3)}, "
+            f"{bound(claim.delta, 6)})-DP (Bun-Steinke {bound(claim.epsilon_bun_steinke, 3)}); "
+            f"no outcome becomes more than e^{bound(claim.epsilon, 3)} = "
+            f"{bound(math.exp(claim.epsilon), 3)} times more likely, except with probability "
+            f"{bound(claim.delta, 6)}"
         )
     if claim.guarantee == "approximate":
         return (
-            f"WEAK, only ({claim.epsilon:.3g}, {claim.delta:g})-DP: with probability "
-            f"{claim.delta:g} a device's location can be revealed exactly; no finite epsilon "
+            f"WEAK, only ({bound(claim.epsilon, 3)}, {bound(claim.delta, 6)})-DP: with "
+            f"probability {bound(claim.delta, 6)} a device's location can be revealed exactly; "
+            "no finite epsilon "
             "holds at any smaller delta"
         )
     return "NO guarantee: a device's answers can be revealed with certainty"
@@ -274,10 +290,10 @@ def privacy_table(releases: Iterable[pb.QueryRelease], delta: float | None) -> T
                 release.query_id,
                 c.view,
                 c.guarantee,
-                fmt(c.epsilon, 3),
-                fmt(c.epsilon_bun_steinke, 3),
-                f"{c.delta:g}",
-                fmt(c.rho, 3) if c.HasField("rho") else "-",
+                bound(c.epsilon, 3),
+                bound(c.epsilon_bun_steinke, 3),
+                bound(c.delta, 6),
+                bound(c.rho, 3) if c.HasField("rho") else "-",
             )
         lines += privacy_lines(release)
     table.caption = "\n".join(lines)
@@ -317,24 +333,24 @@ def ledger_tables(ledger: pb.Ledger) -> list[Table]:
         )
     if ledger.HasField("budget_rho"):
         summary.add_row("budget as rho", fmt(ledger.budget_rho, 6))
-    remaining = fmt(ledger.remaining, 6) if ledger.HasField("remaining") else "- (no budget)"
-    summary.add_row(f"spent ({currency})", fmt(ledger.spent, 6))
+    remaining = allowance(ledger.remaining, 6) if ledger.HasField("remaining") else "- (no budget)"
+    summary.add_row(f"spent ({currency})", bound(ledger.spent, 6))
     summary.add_row(f"remaining ({currency})", remaining)
     summary.add_row(
         "spent as epsilon",
-        f"{fmt(ledger.spent_epsilon)} (tight, CKS); {fmt(ledger.spent_epsilon_bun_steinke)} "
-        f"(Bun-Steinke) at delta {ledger.reporting_delta:g}; rho {fmt(ledger.spent_rho)}",
+        f"{bound(ledger.spent_epsilon)} (tight, CKS); {bound(ledger.spent_epsilon_bun_steinke)} "
+        f"(Bun-Steinke) at delta {ledger.reporting_delta:g}; rho {bound(ledger.spent_rho)}",
     )
     if ledger.budget_mode and ledger.budget_mode != "none":
         summary.add_row(
             "remaining as epsilon",
-            f"{fmt(ledger.remaining_epsilon)}; rho {fmt(ledger.remaining_rho)}",
+            f"{allowance(ledger.remaining_epsilon)}; rho {allowance(ledger.remaining_rho)}",
         )
     if ledger.HasField("spent_pure_epsilon"):
-        summary.add_row("spent pure epsilon", fmt(ledger.spent_pure_epsilon, 6))
+        summary.add_row("spent pure epsilon", bound(ledger.spent_pure_epsilon, 6))
     summary.add_row(
         "odometer",
-        f"epsilon {fmt(ledger.odometer_epsilon)} at delta {ledger.odometer_delta:g}"
+        f"epsilon {bound(ledger.odometer_epsilon)} at delta {bound(ledger.odometer_delta, 6)}"
         + (f" ({ledger.odometer_method})" if ledger.odometer_method else ""),
     )
     summary.add_row("reporting delta", f"{ledger.reporting_delta:g} (new releases' claims)")

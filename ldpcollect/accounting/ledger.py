@@ -47,6 +47,7 @@ from ldpcollect.accounting.conversions import (
     bun_steinke_epsilon,
     cks_epsilon,
     rho_for_target,
+    round_up,
 )
 from ldpcollect.accounting.release_cost import PrivacyClaim
 from ldpcollect.errors import ParameterError
@@ -83,6 +84,11 @@ def _view(claims: tuple[PrivacyClaim, ...] | list[PrivacyClaim], view: str) -> P
         if claim.view == view:
             return claim
     raise ParameterError("claims", [c.view for c in claims], f"a list holding a {view!r} claim")
+
+
+def _up(value: float, digits: int = 4) -> str:
+    """A bound in words: rounded up, never printed below the true figure."""
+    return f"{round_up(value, digits):.{digits}g}"
 
 
 def _num(value: float) -> float | str:
@@ -250,10 +256,10 @@ class PrivacyLedger:
         # Report the basic pair only when its epsilon is smaller at a delta no larger: each pair
         # is one valid odometer's reading; the smaller epsilon never borrows the other's delta.
         if basic_eps < tier_eps and basic_delta <= tier_delta:
-            other = f"zCDP tiers give epsilon {tier_eps:.4g} at delta {tier_delta:.3g}"
+            other = f"zCDP tiers give epsilon {_up(tier_eps)} at delta {_up(tier_delta)}"
             result.update(epsilon=basic_eps, delta=basic_delta, method=f"{basic_words}; {other}")
         else:
-            other = f"basic composition gives epsilon {basic_eps:.4g} at delta {basic_delta:.3g}"
+            other = f"basic composition gives epsilon {_up(basic_eps)} at delta {_up(basic_delta)}"
             result.update(epsilon=tier_eps, delta=tier_delta, method=f"{tier_words}; {other}")
         return result
 

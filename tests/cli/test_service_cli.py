@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ldpcollect import geo
+from ldpcollect.accounting.conversions import round_up
 from tests.serving import cli_env, serving
 
 TOKEN = "cli-test-token"
@@ -168,10 +169,11 @@ def test_ledger_set_budget_and_the_human_ledger(server: str) -> None:
     row("budget", "epsilon 5 at delta 1e-06")
     row("budget as rho", f"{shown['budget']['rho']:.6g}")
     row("spent (rho)", "0.25")
-    row("remaining (rho)", f"{shown['remaining']:.6g}")
-    row("spent as epsilon", f"{shown['spent_epsilon']:.4g} (tight, CKS); ")
-    assert f"{shown['spent_epsilon_bun_steinke']:.4g} (Bun-Steinke) at delta 1e-06" in text
-    row("odometer", f"epsilon {shown['odometer']['epsilon']:.4g} at delta 1e-06 (")
+    row("remaining (rho)", f"{-round_up(-shown['remaining'], 6):.6g}")  # rounded down
+    # Losses print rounded up: a printed bound is never below the figure.
+    row("spent as epsilon", f"{up(shown['spent_epsilon'])} (tight, CKS); ")
+    assert f"{up(shown['spent_epsilon_bun_steinke'])} (Bun-Steinke) at delta 1e-06" in text
+    row("odometer", f"epsilon {up(shown['odometer']['epsilon'])} at delta 1e-06 (")
     assert shown["odometer"]["method"] in text
     row("reporting delta", "1e-06")
     for words in ("releases (1)", "noisy", "aggregator", "approximate", "budget changes", "note:"):
@@ -187,3 +189,7 @@ def test_ledger_set_budget_and_the_human_ledger(server: str) -> None:
 
     misplaced = cli("ledger", "--json", "set-budget", "--epsilon", "9", "--delta", "0", ok=False)
     assert misplaced.returncode == 2 and "--json" in misplaced.stderr
+
+
+def up(value: float) -> str:
+    return f"{round_up(value, 4):.4g}"
