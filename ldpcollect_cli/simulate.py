@@ -209,7 +209,8 @@ def scaling_summary(result: StudyResult) -> str:
 def mechanism_label(mechanism: Mechanism) -> str:
     params = ", ".join(f"{k}={v}" for k, v in mechanism.params().items())
     eps = mechanism.local_epsilon()
-    eps_text = "inf" if not math.isfinite(eps) else f"{eps:.2f}"
+    # Rounded up: a printed privacy figure is never below the true one (2.990 -> 2.991).
+    eps_text = "inf" if not math.isfinite(eps) else f"{math.ceil(eps * 1000) / 1000:.3f}"
     return f"{mechanism.name.upper()} ({params}; eps_local {eps_text})"
 
 
