@@ -145,6 +145,20 @@ def _local_rr(mechanism: RandomizedResponse, n_targets: int, delta: float) -> Lo
     return LocalRR(pairs, pure, rho, worst_epsilon(pairs, delta))
 
 
+def _local_rr_claim(view: str, local: LocalRR, delta: float, explanation: str) -> PrivacyClaim:
+    """A view bounded by each device's own report: pure, exact epsilon at delta, its Renyi rho."""
+    return PrivacyClaim(
+        view=view,
+        guarantee="pure",
+        epsilon=local.eps_at_delta,
+        delta=delta,
+        epsilon_bun_steinke=bun_steinke_epsilon(local.rho, delta),
+        rho=local.rho,
+        pure_epsilon=local.pure,
+        explanation=explanation,
+    )
+
+
 def _rr_claims(
     mechanism: RandomizedResponse, n_targets: int, noise_sigma: Fraction | None, delta: float
 ) -> list[PrivacyClaim]:
@@ -162,19 +176,13 @@ def _rr_claims(
             "certainty: the aggregator, which sees every report, gets no privacy guarantee.",
         )
     else:
-        aggregator = PrivacyClaim(
-            view="aggregator",
-            guarantee="pure",
-            epsilon=local.eps_at_delta,
-            delta=delta,
-            epsilon_bun_steinke=bun_steinke_epsilon(local.rho, delta),
-            rho=local.rho,
-            pure_epsilon=local.pure,
-            explanation=(
-                f"{local_words}. The aggregator (trusted model) sees every individual report, so "
-                f"each device's loss to it is that: exactly epsilon {local.eps_at_delta:.6g} at "
-                f"delta {delta:g}, zCDP rho {local.rho:.6g} (the report's own Renyi curve)."
-            ),
+        aggregator = _local_rr_claim(
+            "aggregator",
+            local,
+            delta,
+            f"{local_words}. The aggregator (trusted model) sees every individual report, so "
+            f"each device's loss to it is that: exactly epsilon {local.eps_at_delta:.6g} at "
+            f"delta {delta:g}, zCDP rho {local.rho:.6g} (the report's own Renyi curve).",
         )
     if noise_sigma is None:
         if math.isinf(local.pure):
@@ -185,21 +193,15 @@ def _rr_claims(
                 "count can reveal answers with certainty; no guarantee.",
             )
         else:
-            public = PrivacyClaim(
-                view="public",
-                guarantee="pure",
-                epsilon=local.eps_at_delta,
-                delta=delta,
-                epsilon_bun_steinke=bun_steinke_epsilon(local.rho, delta),
-                rho=local.rho,
-                pure_epsilon=local.pure,
-                explanation=(
-                    f"{local_words}. The released counts are computed from those reports alone, "
-                    "so the public's loss is at most each device's local loss (the true figure "
-                    "for large populations is usually far smaller; this is the bound we can "
-                    f"prove for every population). Epsilon {local.eps_at_delta:.6g} at delta "
-                    f"{delta:g} is exact for one report."
-                ),
+            public = _local_rr_claim(
+                "public",
+                local,
+                delta,
+                f"{local_words}. The released counts are computed from those reports alone, "
+                "so the public's loss is at most each device's local loss (the true figure "
+                "for large populations is usually far smaller; this is the bound we can "
+                f"prove for every population). Epsilon {local.eps_at_delta:.6g} at delta "
+                f"{delta:g} is exact for one report.",
             )
         return [public, aggregator]
     public = _rr_public_with_noise(local, local_words, n_targets, noise_sigma, delta)
