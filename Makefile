@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 .PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest clean
 
 $(BIN)/.installed: pyproject.toml
+	@echo "==> creating $(VENV) and installing ldpcollect with its dev tools (about 2 minutes the first time)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
@@ -14,14 +15,18 @@ $(BIN)/.installed: pyproject.toml
 install: $(BIN)/.installed
 
 lint: install
+	@echo "==> ruff check, ruff format --check"
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
 typecheck: install
+	@echo "==> mypy --strict"
 	$(BIN)/mypy ldpcollect client aggregator ldpcollect_cli tests scripts bench
 
+# CI=true (as .ci/run sets it) runs hypothesis derandomized: see tests/conftest.py.
 pytest: install
-	$(BIN)/pytest -q
+	@echo "==> pytest (hypothesis profile: $${HYPOTHESIS_PROFILE:-$$( [ "$${CI:-}" = true ] && echo ci || echo dev)}; about 2-3 minutes on 2 cores)"
+	$(BIN)/pytest -q --durations=5
 
 test: lint typecheck pytest
 
