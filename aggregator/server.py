@@ -12,8 +12,10 @@ SIGINT and SIGTERM; `on_started(server, port)` is called once it is listening).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import signal
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -45,6 +47,37 @@ def _read_pem(path: str | Path, what: str, marker: bytes) -> bytes:
     return data
 
 
+def ensure_port_free(listen: str) -> None:
+    """Raise OSError when host:port (port > 0) already has a listener on this machine.
+
+    gRPC would refuse too (SO_REUSEPORT is off), but only after logging a C-core error line;
+    checking first keeps the failure to one line that says what to do.
+    """
+    host, _, port_text = listen.rpartition(":")
+    host = host.strip("[]") or None
+    try:
+        port = int(port_text)
+    except ValueError:
+        return  # gRPC's own parser reports the malformed address
+    if port == 0:
+        return
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise OSError(f"cannot listen on {listen}: {exc.strerror}") from None
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise OSError(
+                        f"cannot listen on {listen}: the port is in use (another aggregator? "
+                        "stop it, or choose another --listen port)"
+                    ) from None
+
+
 def server_credentials(config: AggregatorConfig) -> grpc.ServerCredentials | None:
     """TLS credentials from the config's PEM files (None: plaintext). Unreadable or non-PEM
     files raise OSError naming the file, before anything is bound."""
@@ -72,9 +105,17 @@ class AggregatorServer:
         self.metrics_port: int | None = None
 
     async def start(self) -> int:
-        """Open the store, bind, start serving; returns the bound gRPC port."""
+        """Open the store, bind, start serving; returns the bound gRPC port.
+
+        A port in use or unreadable TLS files fail (OSError) before the database is touched.
+        """
+        ensure_port_free(self.config.listen)
+        credentials = server_credentials(self.config)
         await self.store.open()
         options = [
+            # Without this, gRPC on Linux sets SO_REUSEPORT and a second server on the same
+            # port starts silently and takes part of the traffic: refuse to bind instead.
+            ("grpc.so_reuseport", 0),
             ("grpc.max_receive_message_length", self.config.max_message_bytes),
             ("grpc.max_send_message_length", max(self.config.max_message_bytes, 4 << 20)),
         ]
@@ -97,7 +138,6 @@ class AggregatorServer:
             (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
         try:
-            credentials = server_credentials(self.config)
             if credentials is None:
                 port = server.add_insecure_port(self.config.listen)
             else:

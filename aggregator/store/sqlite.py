@@ -55,6 +55,7 @@ from aggregator.model import (
 )
 from aggregator.rounds import Accepted, QueryState, ReportColumns
 from aggregator.store.base import LedgerFn, ReleaseFn, SubmitResult
+from aggregator.store.single_writer import WriterLock
 from ldpcollect.mechanisms import mechanism_from_params
 from ldpcollect.wire import REPORT_KEY_BYTES
 
@@ -163,6 +164,7 @@ class SqliteStore:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._conn: sqlite3.Connection | None = None
+        self._writer_lock = WriterLock(path)
         # Writer-owned state.
         self._states: dict[str, QueryState] = {}
         self._ledger_body: str | None = None
@@ -178,6 +180,19 @@ class SqliteStore:
 
     async def open(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._writer_lock.acquire()  # before reading anything: one writer per file
+        try:
+            self._open_connection()
+        except BaseException:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+            self._writer_lock.release()
+            raise
+        self._thread = threading.Thread(target=self._writer, name="sqlite-writer", daemon=True)
+        self._thread.start()
+
+    def _open_connection(self) -> None:
         conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":
@@ -191,8 +206,6 @@ class SqliteStore:
         self._load()
         self._publish(self._states.values())
         self._published_ledger = self._ledger_body
-        self._thread = threading.Thread(target=self._writer, name="sqlite-writer", daemon=True)
-        self._thread.start()
 
     async def close(self) -> None:
         if self._thread is None:
@@ -203,6 +216,7 @@ class SqliteStore:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        self._writer_lock.release()
 
     # ------------------------------------------------------------------ reads
 
