@@ -53,8 +53,8 @@ def ensure_port_free(listen: str) -> None:
     gRPC would refuse too (SO_REUSEPORT is off), but only after logging a C-core error line;
     checking first keeps the failure to one line that says what to do.
     """
-    host, _, port_text = listen.rpartition(":")
-    host = host.strip("[]") or None
+    host_text, _, port_text = listen.rpartition(":")
+    host = host_text.strip("[]") or None
     try:
         port = int(port_text)
     except ValueError:
