@@ -25,7 +25,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
@@ -44,6 +44,7 @@ from ldpcollect.accounting.discrete_gaussian import (
 from ldpcollect.accounting.ledger import BudgetExceeded, PrivacyLedger
 from ldpcollect.accounting.release_cost import PrivacyClaim, release_claims
 from ldpcollect.errors import ParameterError
+from ldpcollect.mechanisms.no_privacy import gives_no_privacy
 
 Counts = npt.NDArray[np.int64]
 
@@ -100,6 +101,12 @@ class StoredLedger:
         return json.dumps(data, sort_keys=True)
 
 
+NO_PRIVACY_NOTE = (
+    "The operator created this query with --allow-no-privacy: no privacy was promised to its "
+    "devices."
+)
+
+
 class ReleaseAccounting:
     """Claims for a query (cached: they depend only on the query and the delta) and noise."""
 
@@ -123,6 +130,11 @@ class ReleaseAccounting:
                 cached = tuple(
                     release_claims(spec.mechanism, len(spec.targets), spec.noise_sigma, delta)
                 )
+                if gives_no_privacy(spec.mechanism):
+                    cached = tuple(
+                        replace(claim, explanation=f"{claim.explanation} {NO_PRIVACY_NOTE}")
+                        for claim in cached
+                    )
             except ParameterError as exc:
                 raise ServiceError(
                     grpc.StatusCode.FAILED_PRECONDITION,

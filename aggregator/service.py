@@ -22,6 +22,7 @@ from aggregator.rounds import ReportColumns
 from aggregator.store.base import ReleaseFn, Store, SubmitResult
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import validate_targets
+from ldpcollect.mechanisms.no_privacy import refuse_no_privacy
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
 from ldpcollect.wire import (
@@ -357,6 +358,8 @@ class AdminService(pb_grpc.AdminServicer):
         query_id = request.query_id or f"q-{secrets.token_hex(6)}"
         validate_query_id(query_id)
         mechanism = mechanism_from_proto(request.mechanism)
+        if not request.allow_no_privacy:
+            refuse_no_privacy(mechanism)
         scheme = scheme_from_proto(request.location_scheme)
         targets = validate_targets(request.targets)
         for target in targets:

@@ -34,6 +34,7 @@ class AdminClient:
         description: str = "",
         min_reports: int = 1,
         noise_sigma: Fraction | None = None,
+        allow_no_privacy: bool = False,
     ) -> pb.Query:
         request = pb.CreateQueryRequest(
             query_id=query_id,
@@ -43,6 +44,7 @@ class AdminClient:
             targets=list(targets),
             min_reports=min_reports,
             noise=wire.noise_sigma_to_proto(noise_sigma),
+            allow_no_privacy=allow_no_privacy,
         )
         return self._stub.CreateQuery(request, metadata=self._metadata, timeout=self._timeout)
 

@@ -14,7 +14,21 @@ class ParameterError(ValueError):
         self.parameter = parameter
         self.value = value
         self.allowed = allowed
-        message = f"{parameter} must be in {allowed}, got {value!r}"
+        message = f"{parameter} must be in {allowed}, got {shown(value)}"
         if detail:
             message += f": {detail}"
         super().__init__(message)
+
+
+ECHO_LIMIT = 80
+"""At most this many characters of a bad value are repeated in a message (a 1 MB query id
+must not come back in an error, nor overflow gRPC's metadata limit)."""
+
+
+def shown(value: object, limit: int = ECHO_LIMIT) -> str:
+    """`repr(value)`, cut to `limit` characters with the full length said when longer."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = len(value) if isinstance(value, str | bytes) else len(text)
+    return f"{text[: limit - 3]}... ({size} characters)"

@@ -16,6 +16,8 @@ from ldpcollect.errors import ParameterError
 from ldpcollect.geo import LocationScheme
 from ldpcollect.geo import scheme_from_text as geo_scheme_from_text
 from ldpcollect.mechanisms import Mechanism, RandomizedResponse, SamplingPrivacy
+from ldpcollect.rational import parse_rational_text
+from ldpcollect.release_noise import NOISE_SIGMA_RANGE, validate_noise_sigma
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 
 __all__ = [
@@ -43,14 +45,7 @@ QUERY_ID_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 def parse_probability_text(parameter: str, text: str, allowed: str) -> Fraction:
     """Decimal or fraction text ("0.85", "17/20") to an exact Fraction; range not checked."""
-    if not text.strip():
-        raise ParameterError(parameter, text, allowed, "missing (decimal or fraction text)")
-    try:
-        return Fraction(text.strip())
-    except (ValueError, ZeroDivisionError) as exc:
-        raise ParameterError(
-            parameter, text, allowed, "not a decimal or fraction such as 0.85 or 17/20"
-        ) from exc
+    return parse_rational_text(parameter, text, allowed)
 
 
 def mechanism_from_proto(spec: pb.MechanismSpec) -> Mechanism:
@@ -127,10 +122,8 @@ def noise_sigma_from_proto(noise: pb.ReleaseNoise) -> Fraction | None:
     """Release-noise sigma as an exact Fraction (> 0); None when no noise is requested."""
     if not noise.sigma.strip():
         return None
-    sigma = parse_probability_text("noise sigma", noise.sigma, "(0, inf)")
-    if sigma <= 0:
-        raise ParameterError("noise sigma", noise.sigma, "(0, inf)")
-    return sigma
+    sigma = parse_rational_text("noise sigma", noise.sigma, NOISE_SIGMA_RANGE)
+    return validate_noise_sigma(sigma)
 
 
 def noise_sigma_to_proto(sigma: Fraction | None) -> pb.ReleaseNoise:

@@ -8,7 +8,6 @@ server's message and exit 1 (no traceback); bad parameters exit 2 naming the par
 from __future__ import annotations
 
 from collections.abc import Callable
-from fractions import Fraction
 from pathlib import Path
 from typing import Annotated
 
@@ -19,6 +18,8 @@ from client.admin import AdminClient
 from ldpcollect import geo
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import Mechanism, mechanism_from_params
+from ldpcollect.rational import parse_rational_text
+from ldpcollect.release_noise import NOISE_SIGMA_RANGE, validate_noise_sigma
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect_cli import ledger_command
 from ldpcollect_cli.service_errors import guarded
@@ -128,8 +129,20 @@ def query_create(
     scheme: Annotated[str, typer.Option("--scheme", help="grid or h3:<resolution>.")] = "grid",
     min_reports: Annotated[int, typer.Option("--min-reports", min=1)] = 1,
     noise_sigma: Annotated[
-        str | None, typer.Option("--noise-sigma", help="Discrete Gaussian release noise sigma.")
+        str | None,
+        typer.Option(
+            "--noise-sigma",
+            help="Discrete Gaussian release noise sigma, in [1/10, 1000] (omit for none).",
+        ),
     ] = None,
+    allow_no_privacy: Annotated[
+        bool,
+        typer.Option(
+            "--allow-no-privacy",
+            help="Allow parameters without any privacy (RR flip1=1 or flip2 0 or 1, SP "
+            "sampling rate 1); refused otherwise. The ledger records it.",
+        ),
+    ] = False,
     query_id: Annotated[str, typer.Option("--id", help="Query id (server picks if empty).")] = "",
     description: Annotated[str, typer.Option("--description")] = "",
     server: Server = DEFAULT_SERVER,
@@ -143,7 +156,11 @@ def query_create(
     def work() -> None:
         mech = _mechanism(mechanism, flip1, flip2, sampling_rate)
         target_list = _targets(scheme, targets, bbox, h3_parent, h3_disk)
-        sigma = None if noise_sigma is None else Fraction(noise_sigma)
+        sigma = None
+        if noise_sigma is not None:
+            option = "--noise-sigma"
+            sigma = parse_rational_text(option, noise_sigma, NOISE_SIGMA_RANGE)
+            validate_noise_sigma(sigma, option)
         query = with_admin(
             server,
             admin_token,
@@ -155,6 +172,7 @@ def query_create(
                 description=description,
                 min_reports=min_reports,
                 noise_sigma=sigma,
+                allow_no_privacy=allow_no_privacy,
             ),
             tls_ca,
         )

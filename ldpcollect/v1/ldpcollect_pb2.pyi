@@ -852,10 +852,15 @@ class CreateQueryRequest(_message.Message):
     TARGETS_FIELD_NUMBER: _builtins.int
     MIN_REPORTS_FIELD_NUMBER: _builtins.int
     NOISE_FIELD_NUMBER: _builtins.int
+    ALLOW_NO_PRIVACY_FIELD_NUMBER: _builtins.int
     query_id: _builtins.str
     """Optional; the server chooses one when empty. [A-Za-z0-9_.-]{1,64}."""
     description: _builtins.str
     min_reports: _builtins.int
+    allow_no_privacy: _builtins.bool
+    """A mechanism without any privacy (RR flip1 = 1 or flip2 in {0, 1}, SP sampling_rate = 1:
+    local epsilon infinite) is refused unless this is set; the ledger then says so.
+    """
     @_builtins.property
     def mechanism(self) -> Global___MechanismSpec: ...
     @_builtins.property
@@ -874,10 +879,11 @@ class CreateQueryRequest(_message.Message):
         targets: _abc.Iterable[_builtins.int] | None = ...,
         min_reports: _builtins.int = ...,
         noise: Global___ReleaseNoise | None = ...,
+        allow_no_privacy: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["location_scheme", b"location_scheme", "mechanism", b"mechanism", "noise", b"noise"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["description", b"description", "location_scheme", b"location_scheme", "mechanism", b"mechanism", "min_reports", b"min_reports", "noise", b"noise", "query_id", b"query_id", "targets", b"targets"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_no_privacy", b"allow_no_privacy", "description", b"description", "location_scheme", b"location_scheme", "mechanism", b"mechanism", "min_reports", b"min_reports", "noise", b"noise", "query_id", b"query_id", "targets", b"targets"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -177,10 +177,29 @@ async def test_bad_input_matrix_changes_no_count(small: Harness) -> None:
         ({"targets": [1, 1]}, "targets"),
         ({"min_reports": 0}, "min_reports"),
         ({"noise": pb.ReleaseNoise(sigma="-2")}, "noise sigma"),
+        # Bounded-cost parsing: a huge exponent used to block the event loop for seconds.
+        ({"mechanism": rr_spec(flip1="1e4000000")}, "exponent beyond"),
+        ({"mechanism": rr_spec(flip1="1" * 60_000)}, "longer than 64 characters"),
+        ({"noise": pb.ReleaseNoise(sigma="1e-300")}, "exponent beyond"),
+        # Noise no release could ever use: refused at creation, not at every release after.
+        ({"noise": pb.ReleaseNoise(sigma="1e30")}, "[1/10, 1000]"),
+        ({"noise": pb.ReleaseNoise(sigma="1/1000")}, "zero almost surely"),
+        ({"noise": pb.ReleaseNoise(sigma="10000")}, "too costly"),
+        # No privacy at all, unless allow_no_privacy says so.
+        ({"mechanism": rr_spec(flip1="1", flip2="0")}, "--allow-no-privacy"),
+        ({"mechanism": rr_spec(flip2="1")}, "give no privacy"),
+        (
+            {"mechanism": pb.MechanismSpec(sampling_privacy=pb.SamplingPrivacy(sampling_rate="1"))},
+            "--allow-no-privacy",
+        ),
         ({"query_id": "bad id!"}, "query_id"),
     ]
     for fields, parameter in bad_requests:
         await refused(create(**fields), grpc.StatusCode.INVALID_ARGUMENT, parameter)
+    with pytest.raises(grpc.aio.AioRpcError) as huge:  # a 60 kB value is not echoed back
+        await create(mechanism=rr_spec(flip1="7" * 60_000))
+    assert len(huge.value.details() or "") < 400
+    assert "(60000 characters)" in (huge.value.details() or "")
     await refused(create(query_id="rr"), grpc.StatusCode.ALREADY_EXISTS, "'rr'")
 
     # --- admin: lifecycle in the wrong order ----------------------------------------------

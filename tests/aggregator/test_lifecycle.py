@@ -99,7 +99,7 @@ async def test_same_report_twice_counts_once_and_conflicts_are_already_exists(
     harness: Harness,
 ) -> None:
     rr = RandomizedResponse("1", "0")  # truthful: the counts are the locations
-    await harness.create("idem", rr, [1, 2, 3])
+    await harness.create("idem", rr, [1, 2, 3], allow_no_privacy=True)
     device = Device(rr, 2, [1, 2, 3])
     report = device.report("idem", 1)
     first = await harness.collector.SubmitReport(pb.SubmitReportRequest(report=report))
@@ -136,7 +136,7 @@ async def test_concurrent_copies_of_one_report_are_counted_once(harness: Harness
     import asyncio
 
     rr = RandomizedResponse("1", "0")
-    await harness.create("race", rr, [5])
+    await harness.create("race", rr, [5], allow_no_privacy=True)
     report = Device(rr, 5, [5]).report("race", 1)
     replies = await asyncio.gather(
         *(harness.collector.SubmitReport(pb.SubmitReportRequest(report=report)) for _ in range(20))

@@ -19,7 +19,9 @@ async def test_release_noise_is_integer_discrete_gaussian_and_enters_the_error(
     harness: Harness,
 ) -> None:
     truthful = RandomizedResponse("1", "0")  # counts are exact, so the noise is visible
-    await harness.create("noisy", truthful, TARGETS, noise=pb.ReleaseNoise(sigma="2"))
+    await harness.create(
+        "noisy", truthful, TARGETS, noise=pb.ReleaseNoise(sigma="2"), allow_no_privacy=True
+    )
     devices = [Device(truthful, TARGETS[i % 20], TARGETS) for i in range(60)]
     await harness.collector.SubmitBatch(
         pb.SubmitBatchRequest(reports=[d.report("noisy", 1) for d in devices])
@@ -39,7 +41,7 @@ async def test_release_claims_are_stored_with_the_release_and_infinities_survive
     harness: Harness,
 ) -> None:
     truthful = RandomizedResponse("1", "0")  # reports the true answer: no guarantee at all
-    await harness.create("t", truthful, TARGETS)
+    await harness.create("t", truthful, TARGETS, allow_no_privacy=True)
     await harness.collector.SubmitReport(
         pb.SubmitReportRequest(report=Device(truthful, 1, TARGETS).report("t", 1))
     )
@@ -50,6 +52,7 @@ async def test_release_claims_are_stored_with_the_release_and_infinities_survive
         assert claim.guarantee == "none"
         assert math.isinf(claim.epsilon) and math.isinf(claim.epsilon_bun_steinke)
         assert not claim.HasField("rho") and claim.explanation
+        assert "created this query with --allow-no-privacy" in claim.explanation
     served = await harness.admin.GetRelease(pb.GetReleaseRequest(query_id="t"), metadata=ADMIN)
     assert list(served.claims) == list(released.claims)
     ledger = await harness.admin.GetLedger(pb.GetLedgerRequest(), metadata=ADMIN)

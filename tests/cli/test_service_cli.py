@@ -193,3 +193,29 @@ def test_ledger_set_budget_and_the_human_ledger(server: str) -> None:
 
 def up(value: float) -> str:
     return f"{round_up(value, 4):.4g}"
+
+
+def test_no_privacy_needs_the_explicit_flag_and_bad_noise_is_refused_at_create(
+    server: str,
+) -> None:
+    truthful = ("query", "create", "--mechanism", "rr", "--flip1", "1", "--flip2", "0")
+    refused = cli(*truthful, "--targets", TARGETS, "--id", "census", server=server, ok=False)
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("error: INVALID_ARGUMENT: mechanism must be")
+    assert "--allow-no-privacy" in refused.stderr
+    assert "census" not in cli("query", "list", "--json", server=server).stdout
+
+    created = cli(
+        *truthful, "--targets", TARGETS, "--id", "census", "--allow-no-privacy", "--json",
+        server=server,
+    )  # fmt: skip
+    assert json.loads(created.stdout)["params"] == {"flip1": "1", "flip2": "0"}
+
+    for sigma, why in (("1e300", "exponent beyond"), ("0.001", "[1/10, 1000]"), ("abc", "not")):
+        bad = cli(
+            "query", "create", "--mechanism", "sp", "--sampling-rate", "0.5",
+            "--targets", TARGETS, "--noise-sigma", sigma, server=server, ok=False,
+        )  # fmt: skip
+        assert bad.returncode == 2, bad.stderr
+        assert bad.stderr.startswith("error: --noise-sigma must be in [1/10, 1000]")
+        assert why in bad.stderr and "Traceback" not in bad.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import decimal
 import math
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -17,6 +18,7 @@ from ldpcollect.rational import (
     csprng_bernoulli,
     log_lower,
     log_upper,
+    parse_rational_text,
     probability,
     to_fraction,
 )
@@ -134,3 +136,40 @@ def test_log_bounds_are_tight_at_the_edges(x: Fraction) -> None:
         assert decimal.Decimal(log_lower(x)) <= exact <= decimal.Decimal(log_upper(x))
         assert decimal.Decimal(log_upper(x)) - exact <= tol
         assert exact - decimal.Decimal(log_lower(x)) <= tol
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("17/20", Fraction(17, 20)),
+        ("0.85", Fraction(17, 20)),
+        ("-.5", Fraction(-1, 2)),
+        ("1e-3", Fraction(1, 1000)),
+        ("2.5E+30", Fraction(25 * 10**29)),
+        (" 3 ", Fraction(3)),
+    ],
+)
+def test_parse_rational_text_reads_decimals_fractions_and_small_exponents(
+    text: str, value: Fraction
+) -> None:
+    assert parse_rational_text("x", text, "(0, 1]") == value
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("1e4000000", "exponent beyond +-30"),
+        ("1e-31", "exponent beyond +-30"),
+        ("9" * 65, "longer than 64 characters"),
+        ("1/0", "division by zero"),
+        ("nan", "not a rational number"),
+        ("inf", "not a rational number"),
+        ("0x10", "not a rational number"),
+        ("1_000", "not a rational number"),
+        ("", "missing"),
+    ],
+)
+def test_parse_rational_text_refuses_at_bounded_cost(text: str, why: str) -> None:
+    with pytest.raises(ParameterError, match=re.escape(why)) as err:
+        parse_rational_text("flip1", text, "(0, 1]")
+    assert len(str(err.value)) < 200  # never the whole input back
