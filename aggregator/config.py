@@ -30,10 +30,17 @@ class AggregatorConfig:
     # port is plaintext (fine on 127.0.0.1; bearer tokens and reports cross a network in clear).
     tls_cert: str | Path | None = None
     tls_key: str | Path | None = None
+    # Mutual TLS: PEM CA certificate(s); when set, every client must present a certificate
+    # signed by one of them (devices enrolled by the operator, a leader calling its helper).
+    tls_client_ca: str | Path | None = None
 
     @property
     def tls(self) -> bool:
         return self.tls_cert is not None
+
+    @property
+    def mutual_tls(self) -> bool:
+        return self.tls_client_ca is not None
 
     def __post_init__(self) -> None:
         if not self.admin_token:
@@ -50,4 +57,8 @@ class AggregatorConfig:
             raise ValueError(
                 "tls_cert and tls_key must be given together (both PEM files) or not at all, "
                 f"got tls_cert={self.tls_cert!r}, tls_key={self.tls_key!r}"
+            )
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise ValueError(
+                "tls_client_ca (mutual TLS) needs the server's own tls_cert and tls_key"
             )

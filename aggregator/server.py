@@ -85,7 +85,20 @@ def server_credentials(config: AggregatorConfig) -> grpc.ServerCredentials | Non
         return None
     cert = _read_pem(config.tls_cert, "certificate", b"-----BEGIN CERTIFICATE-----")
     key = _read_pem(config.tls_key, "private key", b"PRIVATE KEY-----")
-    return grpc.ssl_server_credentials([(key, cert)])
+    if config.tls_client_ca is None:
+        return grpc.ssl_server_credentials([(key, cert)])
+    client_ca = _read_pem(
+        config.tls_client_ca, "client CA certificate", b"-----BEGIN CERTIFICATE-----"
+    )
+    return grpc.ssl_server_credentials(
+        [(key, cert)], root_certificates=client_ca, require_client_auth=True
+    )
+
+
+def transport_name(config: AggregatorConfig) -> str:
+    if config.mutual_tls:
+        return "mutual TLS"
+    return "TLS" if config.tls else "plaintext"
 
 
 class AggregatorServer:
@@ -158,7 +171,7 @@ class AggregatorServer:
         log.info(
             "aggregator listening on port %d (%s, db %s)",
             port,
-            "TLS" if self.config.tls else "plaintext",
+            transport_name(self.config),
             self.config.db_path,
         )
         return port

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import grpc
 
-from client.channels import open_channel
+from client.channels import ClientIdentity, open_channel
 from ldpcollect import wire
 from ldpcollect.mechanisms import Mechanism
 from ldpcollect.v1 import ldpcollect_pb2 as pb
@@ -98,8 +98,14 @@ class AdminClient:
 
 @contextmanager
 def connect_admin(
-    server: str, token: str, *, tls_ca: str | Path | None = None, timeout: float = 30.0
+    server: str,
+    token: str,
+    *,
+    tls_ca: str | Path | None = None,
+    identity: ClientIdentity | None = None,
+    timeout: float = 30.0,
 ) -> Iterator[AdminClient]:
-    """An AdminClient on its own channel to `server` (TLS when `tls_ca` is given), closed after."""
-    with open_channel(server, tls_ca) as channel:
+    """An AdminClient on its own channel to `server` (TLS when `tls_ca` is given, presenting
+    `identity` for mutual TLS), closed after."""
+    with open_channel(server, tls_ca, identity=identity) as channel:
         yield AdminClient(channel, token, timeout=timeout)

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from client.admin import connect_admin
-from client.channels import open_aio_channel
+from client.channels import ClientIdentity, open_aio_channel
 from client.fleet import MODES, FleetConfig, FleetResult, new_fleet, run_query
 from client.fleet_state import FleetState, read_locations_csv
 from client.progress import fleet_progress
@@ -97,18 +97,21 @@ def run_fleet_command(request: FleetRequest, console: Console) -> None:
 async def _run(
     request: FleetRequest, fleet: FleetState, config: FleetConfig, rng: np.random.Generator
 ) -> FleetResult:
+    identity = ClientIdentity.from_environment()
     with ExitStack() as stack:
         advance = None
         if request.advance:
             admin = stack.enter_context(
-                connect_admin(request.server, request.admin_token, tls_ca=request.tls_ca)
+                connect_admin(
+                    request.server, request.admin_token, tls_ca=request.tls_ca, identity=identity
+                )
             )
 
             async def advance_round(query_id: str) -> pb.Query:
                 return await asyncio.to_thread(admin.advance, query_id)
 
             advance = advance_round
-        async with open_aio_channel(request.server, request.tls_ca) as channel:
+        async with open_aio_channel(request.server, request.tls_ca, identity=identity) as channel:
             with fleet_progress(
                 f"{request.query_id} ({request.mode})", enabled=request.progress
             ) as bar:

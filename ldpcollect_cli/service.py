@@ -85,12 +85,23 @@ def serve(
             "--tls-key", envvar="LDPCOLLECT_TLS_KEY", help="PEM private key of --tls-cert."
         ),
     ] = None,
+    tls_client_ca: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-client-ca",
+            envvar="LDPCOLLECT_TLS_CLIENT_CA",
+            help="Mutual TLS: PEM CA certificate(s); every client must present a certificate "
+            "signed by one (clients: LDPCOLLECT_TLS_CLIENT_CERT and LDPCOLLECT_TLS_CLIENT_KEY).",
+        ),
+    ] = None,
 ) -> None:
     """Run the aggregator (gRPC Collector + Admin) until SIGINT/SIGTERM. Plaintext unless
     --tls-cert/--tls-key are given (a warning says so when listening beyond loopback)."""
     from ldpcollect_cli.serving import ServeSettings, serve_blocking
 
-    settings = ServeSettings(db, listen, admin_token, metrics_port, tls_cert, tls_key)
+    settings = ServeSettings(
+        db, listen, admin_token, metrics_port, tls_cert, tls_key, tls_client_ca
+    )
     guarded(lambda: serve_blocking(settings))
 
 

@@ -9,6 +9,7 @@ from typing import Annotated, TypeVar
 import typer
 
 from client.admin import AdminClient, connect_admin
+from client.channels import ClientIdentity
 from ldpcollect.errors import ParameterError
 
 R = TypeVar("R")
@@ -48,5 +49,6 @@ def with_admin(
         raise ParameterError(
             "admin token", "", "a non-empty token (--admin-token or LDPCOLLECT_ADMIN_TOKEN)"
         )
-    with connect_admin(server, token, tls_ca=tls_ca) as admin:
+    identity = ClientIdentity.from_environment()
+    with connect_admin(server, token, tls_ca=tls_ca, identity=identity) as admin:
         return work(admin)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aggregator.config import AggregatorConfig
-from aggregator.server import AggregatorServer, run
+from aggregator.server import AggregatorServer, run, transport_name
 from ldpcollect.errors import ParameterError
 
 READY_PREFIX = "ldpcollect aggregator serving on "
@@ -22,6 +22,7 @@ class ServeSettings:
     metrics_port: int | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    tls_client_ca: Path | None = None
 
 
 def serve_blocking(settings: ServeSettings) -> None:
@@ -38,6 +39,12 @@ def serve_blocking(settings: ServeSettings) -> None:
             (settings.tls_cert, settings.tls_key),
             "both PEM files (certificate and its private key) or neither",
         )
+    if settings.tls_client_ca is not None and settings.tls_cert is None:
+        raise ParameterError(
+            "--tls-client-ca",
+            str(settings.tls_client_ca),
+            "used together with --tls-cert/--tls-key (mutual TLS is TLS first)",
+        )
     config = AggregatorConfig(
         db_path=settings.db,
         admin_token=settings.admin_token,
@@ -45,6 +52,7 @@ def serve_blocking(settings: ServeSettings) -> None:
         metrics_port=settings.metrics_port,
         tls_cert=settings.tls_cert,
         tls_key=settings.tls_key,
+        tls_client_ca=settings.tls_client_ca,
     )
     warning = plaintext_warning(config.listen, config.tls)
     if warning is not None:
@@ -81,6 +89,6 @@ def announce(server: AggregatorServer, port: int) -> None:
     config = server.config
     host = config.listen.rsplit(":", 1)[0]
     metrics = f", metrics on port {server.metrics_port}" if server.metrics_port else ""
-    tls = "TLS" if config.tls else "plaintext"
+    tls = transport_name(config)
     sys.stdout.write(f"{READY_PREFIX}{host}:{port} ({tls}, db {config.db_path}{metrics})\n")
     sys.stdout.flush()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from client.channels import open_channel
+from client.channels import ClientIdentity, open_channel
 from client.device import Device
 from ldpcollect import geo
 from ldpcollect_cli.serving import is_loopback, plaintext_warning
@@ -133,3 +133,70 @@ def test_plaintext_warning_only_beyond_loopback() -> None:
         warning = plaintext_warning(listen, tls=False)
         assert warning is not None and "WITHOUT TLS" in warning and listen in warning
         assert plaintext_warning(listen, tls=True) is None
+
+
+def test_mutual_tls_admits_only_clients_with_a_certificate_from_the_client_ca(
+    tls: TlsFiles, tmp_path: Path
+) -> None:
+    mutual = (
+        "--tls-cert", str(tls.cert), "--tls-key", str(tls.key), "--tls-client-ca", str(tls.ca),
+    )  # fmt: skip
+    with serving(tmp_path / "mtls.db", TOKEN, *mutual) as served:
+        assert "(mutual TLS, db " in served.ready_line
+        server = ["--server", served.address, "--tls-ca", str(tls.ca)]
+        enrolled = _env(
+            LDPCOLLECT_TLS_CLIENT_CERT=str(tls.client_cert),
+            LDPCOLLECT_TLS_CLIENT_KEY=str(tls.client_key),
+        )
+        ok(
+            "query", "create", "--mechanism", "sp", "--sampling-rate", "0.5",
+            "--targets", TARGETS, "--id", "mtls-sp", *server, env=enrolled,
+        )  # fmt: skip
+        ok(
+            "query", "create", "--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3",
+            "--targets", TARGETS, "--id", "mtls-rr", *server, env=enrolled,
+        )  # fmt: skip
+        fleet = ok(
+            "fleet", "run", "--query", "mtls-sp", "--devices", "200", "--advance", "--seed", "3",
+            "--no-progress", "--json", *server, env=enrolled,
+        )  # fmt: skip
+        assert [r["accepted"] for r in json.loads(fleet)["rounds"]] == [200, 200]
+
+        # A device with an enrolled certificate, through the SDK.
+        device = Device(tmp_path / "device.json", *geo.DEFAULT_CENTER)
+        identity = ClientIdentity(tls.client_cert, tls.client_key)
+        with open_channel(served.address, tls_ca=tls.ca, identity=identity) as channel:
+            assert device.participate(channel, query_ids=["mtls-rr"])[0].status == "accepted"
+
+        # No certificate, or one from another CA: the handshake fails, nothing is counted.
+        stranger = make_tls_files(tmp_path, "stranger")
+        for env in (
+            _env(),
+            _env(
+                LDPCOLLECT_TLS_CLIENT_CERT=str(stranger.client_cert),
+                LDPCOLLECT_TLS_CLIENT_KEY=str(stranger.client_key),
+            ),
+        ):
+            refused = cli("query", "list", *server, env=env)
+            assert refused.returncode == 1
+            assert "UNAVAILABLE" in refused.stderr and "Traceback" not in refused.stderr
+            fleet_refused = cli(
+                "fleet", "run", "--query", "mtls-rr", "--devices", "5", "--no-progress", *server,
+                env=env,
+            )  # fmt: skip
+            assert fleet_refused.returncode == 1
+        listed = json.loads(ok("query", "list", "--json", *server, env=enrolled))
+        counts = {q["query_id"]: q["reports_per_round"] for q in listed}
+        assert counts == {"mtls-sp": [200, 200], "mtls-rr": [1]}
+
+        half = cli(
+            "query", "list", *server, env=_env(LDPCOLLECT_TLS_CLIENT_CERT=str(tls.client_cert))
+        )
+        assert half.returncode == 2 and "LDPCOLLECT_TLS_CLIENT_KEY" in half.stderr
+
+
+def test_serve_refuses_client_ca_without_its_own_certificate(tls: TlsFiles, tmp_path: Path) -> None:
+    base = ["serve", "--db", str(tmp_path / "y.db"), "--listen", "127.0.0.1:0"]
+    alone = cli(*base, "--tls-client-ca", str(tls.ca))
+    assert alone.returncode == 2 and "--tls-client-ca" in alone.stderr
+    assert not (tmp_path / "y.db").exists()
