@@ -23,6 +23,11 @@ NID = 32  # token_key_id
 NK = 256  # blinded message, blind signature and authenticator
 REDEMPTION_CONTEXT_LENGTHS = (0, 32)
 TOKEN_LENGTH = 2 + NONCE_LENGTH + DIGEST_LENGTH + NID + NK
+# Where each Token field starts.
+_NONCE_AT = 2
+_DIGEST_AT = _NONCE_AT + NONCE_LENGTH
+_KEY_ID_AT = _DIGEST_AT + DIGEST_LENGTH
+_AUTHENTICATOR_AT = _KEY_ID_AT + NID
 
 
 def _check_length(what: str, value: bytes, length: int) -> None:
@@ -171,7 +176,7 @@ def authenticator_input(nonce: bytes, challenge_digest: bytes, token_key_id: byt
 
 @dataclass(frozen=True)
 class Token:
-    """A finished token (RFC 9577 section 2.2): nothing in it comes from the issuer but the
+    """A finished token (RFC 9577 section 2.2): of issuance it keeps only the key id and a
     signature over the client's own fields."""
 
     nonce: bytes
@@ -198,12 +203,11 @@ class Token:
         if len(data) >= 2:
             _check_token_type("Token", int.from_bytes(data[:2], "big"))
         _check_length("Token", data, TOKEN_LENGTH)
-        fields = [2, 2 + NONCE_LENGTH, 2 + NONCE_LENGTH + DIGEST_LENGTH, TOKEN_LENGTH - NK]
         return cls(
-            nonce=data[fields[0] : fields[1]],
-            challenge_digest=data[fields[1] : fields[2]],
-            token_key_id=data[fields[2] : fields[3]],
-            authenticator=data[fields[3] :],
+            nonce=data[_NONCE_AT:_DIGEST_AT],
+            challenge_digest=data[_DIGEST_AT:_KEY_ID_AT],
+            token_key_id=data[_KEY_ID_AT:_AUTHENTICATOR_AT],
+            authenticator=data[_AUTHENTICATOR_AT:],
         )
 
 
