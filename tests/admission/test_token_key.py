@@ -75,3 +75,10 @@ def test_signing_key_round_trips_through_pem_and_hides_its_secret(
     assert TokenSigningKey.from_pem(signing_key.to_pem()).public == signing_key.public
     assert "PRIVATE" not in repr(signing_key)
     assert signing_key.public.token_key_id.hex() in repr(signing_key)
+
+
+def test_cryptography_reads_our_encoding_of_a_fresh_key(other_key: TokenSigningKey) -> None:
+    """An independent parser (OpenSSL's, via `cryptography`) agrees on the key inside."""
+    parsed = serialization.load_der_public_key(other_key.public.spki)
+    assert isinstance(parsed, rsa.RSAPublicKey)
+    assert parsed.public_numbers() == other_key.private_key.public_key().public_numbers()
