@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from ldpcollect.admission.directory import DirectoryKey, IssuerDirectory
 from ldpcollect.admission.errors import IssuanceRefused, UnknownKeyError
 from ldpcollect.admission.token_key import TokenPublicKey, TokenSigningKey
 from ldpcollect.admission.tokens import TokenRequest, TokenResponse, sign_token_request
@@ -44,6 +45,10 @@ class Issuer:
     def public_key(self) -> TokenPublicKey:
         """The key to publish for the current epoch (clients must check they get this one)."""
         return self._key.public
+
+    def directory(self, issuer_request_uri: str) -> IssuerDirectory:
+        """The public directory listing this epoch's key, for devices to fetch."""
+        return IssuerDirectory(issuer_request_uri, (DirectoryKey(self.public_key),))
 
     def rotate(self, epoch: int, key: TokenSigningKey | None = None) -> TokenPublicKey:
         """Start `epoch` (later than the current one) with a new key; every client's quota is
