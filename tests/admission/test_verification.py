@@ -102,3 +102,16 @@ async def test_verification_runs_in_a_process_pool(
             pool, verify_tokens, signing_key.public, batch, ROUND_1.digest()
         )
     assert verdicts == [v is Verdict.VALID for v in EXPECTED]
+
+
+def test_across_a_rotation_both_epochs_keys_can_be_accepted(
+    signing_key: TokenSigningKey, other_key: TokenSigningKey
+) -> None:
+    old, new = issue(signing_key, ROUND_1).encode(), issue(other_key, ROUND_1).encode()
+    both = [signing_key.public, other_key.public]
+    assert check_tokens(both, [old, new], ROUND_1.digest()) == [Verdict.VALID, Verdict.VALID]
+    assert check_tokens(other_key.public, [old, new], ROUND_1.digest()) == [
+        Verdict.UNKNOWN_KEY,
+        Verdict.VALID,
+    ]
+    assert verify_tokens(iter(both), [old, new], ROUND_1.digest()) == [True, True]
