@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import functools
 import random
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import rsa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ldpcollect.admission import blind_rsa
 from ldpcollect.admission.errors import BlindSignatureError
-from ldpcollect.admission.pss import emsa_pss_encode
+from ldpcollect.admission.pss import HASH_LENGTH, emsa_pss_encode, mgf1_sha384
 from ldpcollect.admission.token_key import TokenSigningKey
 from tests.admission.conftest import load_vectors
 
 RFC9474 = load_vectors("rfc9474.json")
 
 
-def vector_key(v: dict[str, Any]) -> rsa.RSAPrivateKey:
+@functools.cache
+def vector_key(p_hex: str) -> rsa.RSAPrivateKey:
+    """The RSA-4096 key of the RFC 9474 vectors (all four share it; built once: checking the
+    key's primes takes about a second)."""
+    v = next(v for v in RFC9474 if v["p"] == p_hex)
     p, q, d = (int(v[k], 16) for k in ("p", "q", "d"))
     public = rsa.RSAPublicNumbers(int(v["e"], 16), int(v["n"], 16))
     return rsa.RSAPrivateNumbers(
@@ -31,9 +39,12 @@ def vector_key(v: dict[str, Any]) -> rsa.RSAPrivateKey:
     ).private_key()
 
 
+VECTOR_KEY = vector_key(RFC9474[0]["p"])
+
+
 @pytest.mark.parametrize("v", RFC9474, ids=[v["name"] for v in RFC9474])
 def test_every_rfc9474_vector_is_reproduced_byte_for_byte(v: dict[str, Any]) -> None:
-    key = vector_key(v)
+    key = vector_key(v["p"])
     public = key.public_key()
     n = public.public_numbers().n
     variant = blind_rsa.VARIANTS[v["name"]]
@@ -162,3 +173,20 @@ def test_the_blinding_inverse_stays_out_of_reprs(signing_key: TokenSigningKey) -
         signing_key.private_key.public_key(), b"m", blind_rsa.PSS_DETERMINISTIC
     )
     assert str(blinded.inv) not in repr(blinded)
+
+
+@settings(max_examples=20, deadline=None)
+@given(message=st.binary(max_size=200))
+def test_our_pss_encoding_is_openssls_for_the_salt_it_chose(message: bytes) -> None:
+    """OpenSSL signs with a salt of its choosing; opening its signature with the public key
+    gives its encoded message, from which the salt can be read back. Encoding the message
+    ourselves with that salt must give the same bytes."""
+    key = VECTOR_KEY
+    numbers = key.private_numbers().public_numbers
+    sig = key.sign(message, blind_rsa.pss_padding(blind_rsa.PSS_DETERMINISTIC), hashes.SHA384())
+    k = len(sig)
+    em = pow(int.from_bytes(sig, "big"), numbers.e, numbers.n).to_bytes(k, "big")
+    masked_db, h = em[: k - HASH_LENGTH - 1], em[k - HASH_LENGTH - 1 : -1]
+    db = bytes(a ^ b for a, b in zip(masked_db, mgf1_sha384(h, len(masked_db)), strict=True))
+    salt = db[-48:]
+    assert emsa_pss_encode(message, numbers.n.bit_length() - 1, salt) == em
