@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest clean
+.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest bench-tokens clean
 
 $(BIN)/.installed: pyproject.toml
 	@echo "==> creating $(VENV) and installing ldpcollect with its dev tools (about 2 minutes the first time)"
@@ -43,6 +43,9 @@ bench-mechanisms: install
 
 bench-ingest: install
 	$(BIN)/python -m bench.ingest --plot out/ingest.png
+
+bench-tokens: install
+	$(BIN)/python -m bench.tokens
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

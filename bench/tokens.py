@@ -1,0 +1,230 @@
+"""Token cost: issuance (client blind, issuer blind sign, client finalize) and verification.
+
+    .venv/bin/python -m bench.tokens [--tokens 200] [--verify 2000] [--ingest-reports 100000]
+                                     [--no-ingest] [--json]
+
+Times each step of type-2 issuance per token, and `verify_tokens` on a batch, serially, in two
+threads and in a two-process pool. Baselines measured in the same run, so the ratios hold
+however busy the machine is: `cryptography`'s own RSA-PSS signing (OpenSSL, the same key) for
+our Python blind signing, and the aggregator's durable batch ingest (bench.ingest, batch path,
+its own processes on 127.0.0.1) for verification: how many times the batch path's whole
+per-report time verifying one token per report would cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+
+from cryptography.hazmat.primitives import hashes
+from rich.console import Console
+from rich.table import Table
+
+from ldpcollect.admission import blind_rsa
+from ldpcollect.admission.query_challenge import query_challenge
+from ldpcollect.admission.token_key import TokenSigningKey
+from ldpcollect.admission.tokens import (
+    PendingToken,
+    TokenRequest,
+    TokenResponse,
+    finalize_token,
+    request_token,
+    sign_token_request,
+)
+from ldpcollect.admission.verification import verify_tokens
+
+CHALLENGE = query_challenge("issuer.bench", "bench-tokens", 1, ["aggregator.bench"])
+console = Console(stderr=True)
+
+
+@dataclass
+class Step:
+    step: str
+    who: str
+    tokens: int
+    microseconds_per_token: float
+    cpu_microseconds_per_token: float | None  # this process's CPU time; None when pooled
+
+    @property
+    def tokens_per_second(self) -> float:
+        return 1e6 / self.microseconds_per_token
+
+
+def per_token(fn: Callable[[], object], count: int, repeat: int = 3) -> tuple[float, float]:
+    """Wall and CPU microseconds per token, each the best of `repeat` runs (the least disturbed
+    by other work on a shared machine)."""
+    wall = cpu = float("inf")
+    for _ in range(repeat):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        fn()
+        wall = min(wall, time.perf_counter() - start)
+        cpu = min(cpu, time.process_time() - start_cpu)
+    return wall / count * 1e6, cpu / count * 1e6
+
+
+def pooled(executor: Executor, key: TokenSigningKey, tokens: list[bytes], workers: int) -> None:
+    share = -(-len(tokens) // workers)
+    chunks = [tokens[i : i + share] for i in range(0, len(tokens), share)]
+    digests = [CHALLENGE.digest()] * len(chunks)
+    results = executor.map(verify_tokens, [key.public] * len(chunks), chunks, digests)
+    assert all(all(r) for r in results)
+
+
+def measure(args: argparse.Namespace) -> list[Step]:
+    key = TokenSigningKey.generate()
+    n = args.tokens
+    pairs: list[tuple[TokenRequest, PendingToken]] = []
+    responses: list[TokenResponse] = []
+    openssl_pss = blind_rsa.pss_padding(blind_rsa.PSS_DETERMINISTIC)
+
+    def blind() -> None:
+        pairs[:] = [request_token(key.public, CHALLENGE) for _ in range(n)]
+
+    def sign() -> None:
+        responses[:] = [sign_token_request(key, request) for request, _ in pairs]
+
+    def openssl_sign() -> None:
+        for _ in range(n):
+            key.private_key.sign(b"token input", openssl_pss, hashes.SHA384())
+
+    def finalize() -> None:
+        for (_, pending), response in zip(pairs, responses, strict=True):
+            finalize_token(pending, response)
+
+    steps = [
+        Step("blind (request_token)", "device", n, *per_token(blind, n)),
+        Step("blind sign (sign_token_request)", "issuer", n, *per_token(sign, n)),
+        Step("baseline: OpenSSL RSA-PSS sign", "issuer", n, *per_token(openssl_sign, n)),
+        Step("finalize (finalize_token)", "device", n, *per_token(finalize, n)),
+    ]
+    token = finalize_token(pairs[0][1], responses[0]).encode()
+    batch = [token] * args.verify
+    steps.append(
+        Step(
+            "verify_tokens, 1 thread",
+            "aggregator",
+            len(batch),
+            *per_token(lambda: verify_tokens(key.public, batch, CHALLENGE.digest()), len(batch)),
+        )
+    )
+    with ThreadPoolExecutor(2) as threads:
+        steps.append(
+            Step(
+                "verify_tokens, 2 threads",
+                "aggregator",
+                len(batch),
+                per_token(lambda: pooled(threads, key, batch, 2), len(batch))[0],
+                None,
+            )
+        )
+    with ProcessPoolExecutor(2) as processes:
+        pooled(processes, key, batch[:2], 2)  # start the workers before timing
+        steps.append(
+            Step(
+                "verify_tokens, 2 processes",
+                "aggregator",
+                len(batch),
+                per_token(lambda: pooled(processes, key, batch, 2), len(batch))[0],
+                None,
+            )
+        )
+    return steps
+
+
+def batch_ingest_rate(reports: int) -> float:
+    """Durable batch-path reports/s of the aggregator, measured now by bench.ingest."""
+    console.print(f"measuring the aggregator's batch ingest ({reports:,} reports)...")
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.ingest",
+            "--modes",
+            "batch",
+            "--reports",
+            str(reports),
+            "--json",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    result = json.loads(out)["results"][0]
+    return float(result["aggregator"]["reports_per_second"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--tokens", type=int, default=200, help="tokens issued per step")
+    parser.add_argument("--verify", type=int, default=2000, help="tokens per verified batch")
+    parser.add_argument("--ingest-reports", type=int, default=100_000)
+    parser.add_argument("--no-ingest", action="store_true", help="skip the ingest baseline")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    args = parser.parse_args()
+
+    steps = measure(args)
+    by_name = {s.step: s for s in steps}
+    sign = by_name["blind sign (sign_token_request)"].microseconds_per_token
+    openssl = by_name["baseline: OpenSSL RSA-PSS sign"].microseconds_per_token
+    verify = by_name["verify_tokens, 1 thread"].microseconds_per_token
+    relations: dict[str, float] = {"python_blind_sign_over_openssl_sign": sign / openssl}
+    for workers in ("2 threads", "2 processes"):
+        pooled_us = by_name[f"verify_tokens, {workers}"].microseconds_per_token
+        relations[f"verify_speedup_{workers.replace(' ', '_')}"] = verify / pooled_us
+    if not args.no_ingest:
+        rate = batch_ingest_rate(args.ingest_reports)
+        ingest_us = 1e6 / rate
+        relations |= {
+            "batch_ingest_reports_per_second": rate,
+            "batch_ingest_microseconds_per_report": ingest_us,
+            "verify_over_batch_ingest_per_report": verify / ingest_us,
+            "batch_rate_with_one_serial_verify_per_report": 1e6 / (ingest_us + verify),
+        }
+
+    if args.json:
+        rows = [asdict(s) | {"tokens_per_second": s.tokens_per_second} for s in steps]
+        print(json.dumps({"steps": rows, "relations": relations}, indent=2))
+        return
+    table = Table(title="Privacy Pass type 2 (blind RSA 2048) on this machine")
+    for col in ("step", "who", "tokens", "wall µs/token", "CPU µs/token", "tokens/s (wall)"):
+        table.add_column(col, justify="right" if col != "step" else "left")
+    for s in steps:
+        table.add_row(
+            s.step,
+            s.who,
+            f"{s.tokens:,}",
+            f"{s.microseconds_per_token:,.1f}",
+            "" if s.cpu_microseconds_per_token is None else f"{s.cpu_microseconds_per_token:,.1f}",
+            f"{s.tokens_per_second:,.0f}",
+        )
+    out = Console(width=120)
+    out.print(table)
+    out.print(
+        f"Python blind sign / OpenSSL sign: {relations['python_blind_sign_over_openssl_sign']:.2f}x"
+    )
+    out.print(
+        "verification speed-up, 2 threads: "
+        f"{relations['verify_speedup_2_threads']:.2f}x; 2 processes: "
+        f"{relations['verify_speedup_2_processes']:.2f}x"
+    )
+    if not args.no_ingest:
+        rate = relations["batch_ingest_reports_per_second"]
+        out.print(
+            f"aggregator batch ingest: {rate:,.0f} reports/s "
+            f"({relations['batch_ingest_microseconds_per_report']:.2f} µs/report); verifying one "
+            f"token per report costs {relations['verify_over_batch_ingest_per_report']:.1f}x that, "
+            "so one serial verification per report would bring the batch path to "
+            f"{relations['batch_rate_with_one_serial_verify_per_report']:,.0f} reports/s"
+        )
+
+
+if __name__ == "__main__":
+    main()
