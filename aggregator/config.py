@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from aggregator.overload import OverloadLimits
+
 
 @dataclass(frozen=True)
 class AggregatorConfig:
@@ -26,6 +28,11 @@ class AggregatorConfig:
     sqlite_synchronous: str = "FULL"
     # Reports a stream hands to the store at a time (they commit in the same groups).
     stream_chunk_reports: int = 1_000
+    # Overload (aggregator/overload.py): reports admitted but not yet committed, concurrent
+    # report streams, and how long a stream may stay silent before it is ended.
+    max_inflight_reports: int = 200_000
+    max_streams: int = 1_000
+    stream_idle_timeout_s: float = 30.0
     # TLS: PEM server certificate (chain) and private key; both or neither. Without them the
     # port is plaintext (fine on 127.0.0.1; bearer tokens and reports cross a network in clear).
     tls_cert: str | Path | None = None
@@ -37,6 +44,14 @@ class AggregatorConfig:
     @property
     def tls(self) -> bool:
         return self.tls_cert is not None
+
+    @property
+    def overload_limits(self) -> OverloadLimits:
+        return OverloadLimits(
+            max_inflight_reports=self.max_inflight_reports,
+            max_streams=self.max_streams,
+            stream_idle_timeout_s=self.stream_idle_timeout_s,
+        )
 
     @property
     def mutual_tls(self) -> bool:
@@ -53,6 +68,7 @@ class AggregatorConfig:
             raise ValueError(f"max_group_reports must be >= 1, got {self.max_group_reports}")
         if self.stream_chunk_reports < 1:
             raise ValueError(f"stream_chunk_reports must be >= 1, got {self.stream_chunk_reports}")
+        _ = self.overload_limits  # raises ValueError on a bad overload setting
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError(
                 "tls_cert and tls_key must be given together (both PEM files) or not at all, "

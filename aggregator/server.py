@@ -47,6 +47,20 @@ def _read_pem(path: str | Path, what: str, marker: bytes) -> bytes:
     return data
 
 
+# Per-connection limits gRPC enforces itself. Streams over the HTTP/2 limit are refused with
+# REFUSED_STREAM (the client sees UNAVAILABLE: never processed, safe to retry); keepalive pings
+# find dead peers, and a client pinging more often than every 10 s without calls is told to calm
+# down (GOAWAY) rather than costing the server CPU; an idle connection is closed after 5 min.
+CONNECTION_LIMITS: tuple[tuple[str, int], ...] = (
+    ("grpc.max_concurrent_streams", 1_000),
+    ("grpc.keepalive_time_ms", 60_000),
+    ("grpc.keepalive_timeout_ms", 20_000),
+    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+    ("grpc.http2.max_ping_strikes", 2),
+    ("grpc.max_connection_idle_ms", 300_000),
+)
+
+
 def ensure_port_free(listen: str) -> None:
     """Raise OSError when host:port (port > 0) already has a listener on this machine.
 
@@ -129,6 +143,7 @@ class AggregatorServer:
             # Without this, gRPC on Linux sets SO_REUSEPORT and a second server on the same
             # port starts silently and takes part of the traffic: refuse to bind instead.
             ("grpc.so_reuseport", 0),
+            *CONNECTION_LIMITS,
             ("grpc.max_receive_message_length", self.config.max_message_bytes),
             ("grpc.max_send_message_length", max(self.config.max_message_bytes, 4 << 20)),
         ]
@@ -139,6 +154,7 @@ class AggregatorServer:
                 self.metrics,
                 self.config.max_batch_reports,
                 self.config.stream_chunk_reports,
+                self.config.overload_limits,
             ),
             server,
         )

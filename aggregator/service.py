@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import secrets
 import time
@@ -16,6 +17,12 @@ from aggregator.batch_codec import decode_batch, report_columns
 from aggregator.errors import ServiceError
 from aggregator.metrics import AggregatorMetrics
 from aggregator.model import QuerySpec, QueryStatus
+from aggregator.overload import (
+    PUSHBACK_METADATA_KEY,
+    InFlightBudget,
+    Overloaded,
+    OverloadLimits,
+)
 from aggregator.protoconv import ledger_to_proto, query_to_proto, release_to_proto
 from aggregator.release import Releaser, release_function, set_budget_function
 from aggregator.rounds import ReportColumns
@@ -65,10 +72,29 @@ def _lookup(store: Store, query_id: str) -> pb.Query:
     return query_to_proto(info)
 
 
+async def _overloaded(
+    context: Context, metrics: AggregatorMetrics, exc: Overloaded, reports: int
+) -> NoReturn:
+    """RESOURCE_EXHAUSTED with the retry hint in trailing metadata (gRPC's retry pushback)."""
+    metrics.observe_rejected_rpc(grpc.StatusCode.RESOURCE_EXHAUSTED, reports)
+    await context.abort(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        exc.message,
+        trailing_metadata=((PUSHBACK_METADATA_KEY, str(exc.pushback_ms)),),
+    )
+    raise AssertionError("unreachable: abort raises")
+
+
 class CollectorService(pb_grpc.CollectorServicer):
     def __init__(
-        self, store: Store, metrics: AggregatorMetrics, max_batch_reports: int, chunk: int
+        self,
+        store: Store,
+        metrics: AggregatorMetrics,
+        max_batch_reports: int,
+        chunk: int,
+        limits: OverloadLimits | None = None,
     ) -> None:
+        self._budget = InFlightBudget(limits or OverloadLimits())
         self._store = store
         self._metrics = metrics
         self._max_batch = max_batch_reports
@@ -113,9 +139,15 @@ class CollectorService(pb_grpc.CollectorServicer):
             [report.answers],
         )
         try:
-            result = await self._store.submit(columns)
+            self._budget.take(1)
+        except Overloaded as exc:
+            await _overloaded(context, self._metrics, exc, 1)
+        try:
+            result = await self._submit(columns)
         except (ServiceError, ParameterError) as exc:
             await _fail(context, exc)
+        finally:
+            self._budget.give_back(1)
         self._metrics.observe_submission(result)
         if result.rejected:
             outcome = result.rejected[0][1]
@@ -125,6 +157,20 @@ class CollectorService(pb_grpc.CollectorServicer):
         )
 
     async def StreamReports(
+        self,
+        request_iterator: AsyncIterator[pb.SubmitReportRequest],
+        context: grpc.aio.ServicerContext[pb.SubmitReportRequest, pb.SubmitReportsResponse],
+    ) -> pb.SubmitReportsResponse:
+        try:
+            self._budget.open_stream()
+        except Overloaded as exc:
+            await _overloaded(context, self._metrics, exc, 0)
+        try:
+            return await self._stream(request_iterator, context)
+        finally:
+            self._budget.close_stream()
+
+    async def _stream(
         self,
         request_iterator: AsyncIterator[pb.SubmitReportRequest],
         context: grpc.aio.ServicerContext[pb.SubmitReportRequest, pb.SubmitReportsResponse],
@@ -141,8 +187,39 @@ class CollectorService(pb_grpc.CollectorServicer):
             done.duplicates += result.duplicates
             done.rejected.extend((offset + i, outcome) for i, outcome in result.rejected)
 
+        async def send(chunk: ReportColumns) -> None:
+            n = len(chunk)
+            await self._budget.wait_and_take(n)
+            future = asyncio.ensure_future(self._submit(chunk))
+            future.add_done_callback(functools.partial(self._give_back, n))
+            inflight.append(future)
+
+        idle = self._budget.limits.stream_idle_timeout_s
+        messages = aiter(request_iterator)
         try:
-            async for message in request_iterator:
+            while True:
+                try:
+                    message = await asyncio.wait_for(anext(messages), idle)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    if received:  # what it did send is handled as if the stream had ended
+                        chunk = report_columns(received)
+                        report_ids.extend(chunk.report_ids)
+                        offsets.append(sent)
+                        await send(chunk)
+                    for offset, future in zip(offsets, inflight, strict=True):
+                        absorb(offset, await future)
+                    self._metrics.observe_submission(done)
+                    await context.abort(
+                        grpc.StatusCode.UNAVAILABLE,
+                        f"the stream sent nothing for {idle:g} s and was ended; the "
+                        f"{len(report_ids)} reports it sent before are handled ({done.accepted} "
+                        f"accepted, {done.duplicates} duplicates, {len(done.rejected)} "
+                        "rejected): resend the rest, and any report you are unsure of with "
+                        "its same id (acknowledged once)",
+                        trailing_metadata=((PUSHBACK_METADATA_KEY, "0"),),
+                    )
                 received.append(message.report)
                 if len(received) >= self._chunk:
                     chunk = report_columns(received)
@@ -150,19 +227,21 @@ class CollectorService(pb_grpc.CollectorServicer):
                     offsets.append(sent)
                     sent += len(chunk)
                     received = []
-                    inflight.append(asyncio.ensure_future(self._store.submit(chunk)))
+                    await send(chunk)
                     if len(inflight) >= _MAX_INFLIGHT_CHUNKS:
                         absorb(offsets.pop(0), await inflight.pop(0))
             if received:
                 chunk = report_columns(received)
                 report_ids.extend(chunk.report_ids)
                 offsets.append(sent)
-                inflight.append(asyncio.ensure_future(self._store.submit(chunk)))
+                await send(chunk)
             for offset, future in zip(offsets, inflight, strict=True):
                 absorb(offset, await future)
-        except ServiceError as exc:
+        except (ServiceError, Overloaded) as exc:
             for future in inflight:
                 future.cancel()
+            if isinstance(exc, Overloaded):
+                await _overloaded(context, self._metrics, exc, 0)
             await _fail(context, exc)
         self._stream_size.observe(len(report_ids))
         return self._summarize(done, report_ids)
@@ -200,9 +279,26 @@ class CollectorService(pb_grpc.CollectorServicer):
                 f"the batch has {n} reports, more than this server's max_batch_reports "
                 f"{self._max_batch}; split it into smaller batches",
             )
-        self._batch_size.observe(n)
-        result = await _guarded(context, self._store.submit(reports))
+        try:
+            self._budget.take(n)
+        except Overloaded as exc:
+            await _overloaded(context, self._metrics, exc, n)
+        try:
+            self._batch_size.observe(n)
+            result = await _guarded(context, self._submit(reports))
+        finally:
+            self._budget.give_back(n)
         return self._summarize(result, reports.report_ids)
+
+    def _give_back(self, n: int, _: asyncio.Future[SubmitResult]) -> None:
+        self._budget.give_back(n)
+
+    async def _submit(self, reports: ReportColumns) -> SubmitResult:
+        """Hand reports to the store; the time it takes steers the overload retry hint."""
+        started = time.perf_counter()
+        result = await self._store.submit(reports)
+        self._budget.observe_commit(time.perf_counter() - started)
+        return result
 
     def _summarize(self, result: SubmitResult, report_ids: list[bytes]) -> pb.SubmitReportsResponse:
         self._metrics.observe_submission(result)

@@ -10,6 +10,7 @@ it already). Permanent errors are returned in the outcome, never hidden.
 
 from __future__ import annotations
 
+import random
 import secrets
 import time
 from collections.abc import Callable, Iterable
@@ -21,7 +22,14 @@ import grpc
 
 from client.leakage import query_cost
 from client.query_info import QueryInfo
-from client.retry import RetryHook, RetryPolicy, error_code, error_details, is_transient
+from client.retry import (
+    RetryHook,
+    RetryPolicy,
+    error_code,
+    error_details,
+    is_transient,
+    next_delay,
+)
 from client.state import KEY_BYTES, DeviceState, QueryRecord
 from ldpcollect.errors import ParameterError
 from ldpcollect.geo.coords import check_point
@@ -83,6 +91,7 @@ class Device:
         self.lat, self.lon = check_point(lat, lon)
         self.state = DeviceState.open(state_path, budget_epsilon, budget_delta)
         self.retry = retry or RetryPolicy()
+        self._jitter_rng = random.Random()
         self.on_retry = on_retry
         self._sleep = sleep
 
@@ -225,7 +234,8 @@ class Device:
                 return fn()
             except grpc.RpcError as err:
                 code = error_code(err)
-                delay = next(delays, None) if is_transient(code) else None
+                backoff = next(delays, None) if is_transient(code) else None
+                delay = next_delay(backoff, err, self._jitter_rng)
                 if delay is None:
                     raise ReportFailed(code, error_details(err), attempt) from err
                 if self.on_retry is not None:

@@ -34,7 +34,7 @@ import numpy.typing as npt
 from client.fleet_state import FleetQuery, FleetState
 from client.leakage import DeviceBudget, query_cost
 from client.query_info import QueryInfo
-from client.retry import RetryPolicy, is_transient
+from client.retry import RetryPolicy, is_transient, next_delay
 from ldpcollect.errors import ParameterError
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
@@ -347,7 +347,8 @@ class _Sender:
             try:
                 return await call()
             except grpc.aio.AioRpcError as err:
-                delay = next(delays, None) if is_transient(err.code()) else None
+                backoff = next(delays, None) if is_transient(err.code()) else None
+                delay = next_delay(backoff, err, self.rng)
                 if delay is None:
                     self._fail(count, err.code().name, err.details() or "")
                     return None

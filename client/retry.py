@@ -4,6 +4,11 @@ Only failures that say "try again" are retried: UNAVAILABLE (server down or rest
 DEADLINE_EXCEEDED (no answer in time: the report may or may not be durable, so it is resent
 with the SAME report id and the server acknowledges it once) and RESOURCE_EXHAUSTED (overload).
 Everything else is permanent and surfaces to the caller.
+
+A server that is overloaded says when to come back in the trailing metadata
+`grpc-retry-pushback-ms` (gRPC's retry pushback): the next attempt then waits at least that
+long (plus jitter, so refused clients do not return in lockstep); a negative or malformed hint
+means "do not retry".
 """
 
 from __future__ import annotations
@@ -41,6 +46,40 @@ def error_details(err: grpc.RpcError) -> str:
     details = getattr(err, "details", None)
     text = details() if callable(details) else None
     return str(text) if text else str(err)
+
+
+PUSHBACK_METADATA_KEY = "grpc-retry-pushback-ms"
+NO_RETRY = -1.0
+
+
+def pushback_seconds(err: grpc.RpcError) -> float | None:
+    """The server's retry hint in seconds; None without one, NO_RETRY when it forbids retrying."""
+    trailing = getattr(err, "trailing_metadata", None)
+    metadata = trailing() if callable(trailing) else None
+    for key, value in metadata or ():
+        if key == PUSHBACK_METADATA_KEY:
+            text = value.decode() if isinstance(value, bytes) else str(value)
+            try:
+                millis = int(text)
+            except ValueError:
+                return NO_RETRY
+            return NO_RETRY if millis < 0 else millis / 1000.0
+    return None
+
+
+def next_delay(
+    policy_delay: float | None, err: grpc.RpcError, rng: random.Random, jitter: float = 0.2
+) -> float | None:
+    """The wait before the next attempt: the policy's backoff, stretched to the server's
+    pushback hint (with jitter) when it gives one; None when there is to be no retry."""
+    if policy_delay is None:
+        return None
+    hint = pushback_seconds(err)
+    if hint is None:
+        return policy_delay
+    if hint == NO_RETRY:
+        return None
+    return max(policy_delay, hint * (1 + rng.uniform(0, jitter)))
 
 
 @dataclass(frozen=True)

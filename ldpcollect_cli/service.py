@@ -94,13 +94,43 @@ def serve(
             "signed by one (clients: LDPCOLLECT_TLS_CLIENT_CERT and LDPCOLLECT_TLS_CLIENT_KEY).",
         ),
     ] = None,
+    max_inflight_reports: Annotated[
+        int,
+        typer.Option(
+            "--max-inflight-reports",
+            min=1,
+            help="Reports admitted but not yet committed; beyond it RESOURCE_EXHAUSTED with a "
+            "retry hint (grpc-retry-pushback-ms).",
+        ),
+    ] = 200_000,
+    max_streams: Annotated[
+        int,
+        typer.Option("--max-streams", min=1, help="Concurrent report streams (StreamReports)."),
+    ] = 1_000,
+    stream_idle_timeout: Annotated[
+        float,
+        typer.Option(
+            "--stream-idle-timeout",
+            min=0.001,
+            help="Seconds a report stream may send nothing before it is ended (UNAVAILABLE).",
+        ),
+    ] = 30.0,
 ) -> None:
     """Run the aggregator (gRPC Collector + Admin) until SIGINT/SIGTERM. Plaintext unless
     --tls-cert/--tls-key are given (a warning says so when listening beyond loopback)."""
     from ldpcollect_cli.serving import ServeSettings, serve_blocking
 
     settings = ServeSettings(
-        db, listen, admin_token, metrics_port, tls_cert, tls_key, tls_client_ca
+        db,
+        listen,
+        admin_token,
+        metrics_port,
+        tls_cert,
+        tls_key,
+        tls_client_ca,
+        max_inflight_reports,
+        max_streams,
+        stream_idle_timeout,
     )
     guarded(lambda: serve_blocking(settings))
 

@@ -23,6 +23,9 @@ class ServeSettings:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     tls_client_ca: Path | None = None
+    max_inflight_reports: int = 200_000
+    max_streams: int = 1_000
+    stream_idle_timeout_s: float = 30.0
 
 
 def serve_blocking(settings: ServeSettings) -> None:
@@ -53,6 +56,9 @@ def serve_blocking(settings: ServeSettings) -> None:
         tls_cert=settings.tls_cert,
         tls_key=settings.tls_key,
         tls_client_ca=settings.tls_client_ca,
+        max_inflight_reports=settings.max_inflight_reports,
+        max_streams=settings.max_streams,
+        stream_idle_timeout_s=settings.stream_idle_timeout_s,
     )
     warning = plaintext_warning(config.listen, config.tls)
     if warning is not None:
