@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest clean
+.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest bench-vdaf clean
 
 $(BIN)/.installed: pyproject.toml
 	@echo "==> creating $(VENV) and installing ldpcollect with its dev tools (about 2 minutes the first time)"
@@ -36,13 +36,16 @@ demo: install
 proto: install
 	$(BIN)/python scripts/gen_proto.py
 
-bench: bench-mechanisms bench-ingest
+bench: bench-mechanisms bench-ingest bench-vdaf
 
 bench-mechanisms: install
 	$(BIN)/python bench/mechanisms.py
 
 bench-ingest: install
 	$(BIN)/python -m bench.ingest --plot out/ingest.png
+
+bench-vdaf: install
+	$(BIN)/python bench/vdaf.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -264,14 +264,14 @@ def _range_check(
     """sum over chunks c of ParallelSum(Mul)(r_c**j * x_j, x_j - 1/num_shares ...)."""
     p = field.modulus
     shares_inv = field.inv(num_shares)
+    padded = list(meas) + [0] * (len(joint_rand) * chunk_length - len(meas))
     total = 0
     for c, r in enumerate(joint_rand):
         inputs = []
         r_power = r
-        for j in range(chunk_length):
-            index = c * chunk_length + j
-            x = meas[index] if index < len(meas) else 0
-            inputs += [r_power * x % p, (x - shares_inv) % p]
+        for x in padded[c * chunk_length : (c + 1) * chunk_length]:
+            inputs.append(r_power * x % p)
+            inputs.append((x - shares_inv) % p)
             r_power = r_power * r % p
         total += gadgets[0](inputs)
     return total % p

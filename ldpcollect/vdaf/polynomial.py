@@ -9,6 +9,8 @@ evaluates at its random point in linear time (the barycentric formula for roots 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
+from operator import mul
 
 from ldpcollect.vdaf.errors import VdafError
 from ldpcollect.vdaf.field import Field, log2_exact
@@ -51,7 +53,7 @@ def lagrange_eval_batched(field: Field, polys: Sequence[Sequence[int]], x: int) 
         raise VdafError(f"polynomials of different lengths {sorted(lengths)} in one batch")
     p = field.modulus
     weights = lagrange_weights(field, lengths.pop(), x)
-    return [sum(c * v for c, v in zip(weights, q, strict=True)) % p for q in polys]
+    return [sum(map(mul, weights, q)) % p for q in polys]
 
 
 def lagrange_eval(field: Field, values: Sequence[int], x: int) -> int:
@@ -81,17 +83,27 @@ def lagrange_mul(field: Field, left: Sequence[int], right: Sequence[int]) -> lis
 
 def extend_values(field: Field, values: Sequence[int], n: int) -> list[int]:
     """Values at the first m = len(values) n-th roots of a polynomial of degree < m, completed
-    to all n of them (barycentric interpolation over the m known nodes)."""
+    to all n of them. Each missing value is a fixed linear combination of the known ones
+    (barycentric interpolation over the m known nodes), computed once per (field, m, n)."""
     log2_exact(n)
     m = len(values)
     if m > n:
         raise VdafError(f"{m} values do not fit {n} evaluation points")
-    if m == n:
-        return list(values)
+    p = field.modulus
+    extended = list(values)
+    for row in _extension_rows(field, m, n):
+        extended.append(sum(map(mul, row, values)) % p)
+    return extended
+
+
+@cache
+def _extension_rows(field: Field, m: int, n: int) -> tuple[tuple[int, ...], ...]:
+    """For each node x_k (m <= k < n): c with q(x_k) = sum_i c[i] q(x_i) over i < m, namely
+    c[i] = L(x_k) b_i / (x_k - x_i) where L(x) = prod_i (x - x_i) and
+    b_i = 1 / prod_{j != i} (x_i - x_j)."""
     p = field.modulus
     nodes = field.nth_root_powers(n)
     known = nodes[:m]
-    # Barycentric weights b_i = 1 / prod_{j != i} (x_i - x_j), with one batched inversion.
     denominators = []
     for i, xi in enumerate(known):
         d = 1
@@ -100,16 +112,15 @@ def extend_values(field: Field, values: Sequence[int], n: int) -> list[int]:
                 d = d * (xi - xj) % p
         denominators.append(d)
     bary = _batch_inverse(field, denominators)
-    extended = list(values)
+    rows = []
     for x in nodes[m:]:
         diffs = [(x - xi) % p for xi in known]
         whole = 1
         for d in diffs:
             whole = whole * d % p
         inverses = _batch_inverse(field, diffs)
-        total = sum(b * v % p * inv for b, v, inv in zip(bary, values, inverses, strict=True))
-        extended.append(whole * total % p)
-    return extended
+        rows.append(tuple(whole * b % p * inv % p for b, inv in zip(bary, inverses, strict=True)))
+    return tuple(rows)
 
 
 def _batch_inverse(field: Field, xs: Sequence[int]) -> list[int]:

@@ -123,19 +123,19 @@ class Prio3(Generic[Measurement, AggResult]):
         leader_meas = meas
         parts: list[bytes] = []
         for j, seed in enumerate(helper_seeds, start=1):
-            helper_meas = self._helper_meas_share(ctx, j, seed)
+            helper_meas = self.helper_meas_share(ctx, j, seed)
             leader_meas = vec_sub(self.field, leader_meas, helper_meas)
             blind = helper_blinds[j - 1]
             if blind is not None:
-                parts.append(self._joint_rand_part(ctx, j, blind, helper_meas, nonce))
+                parts.append(self.joint_rand_part(ctx, j, blind, helper_meas, nonce))
         joint_rands: list[int] = []
         public_share: PublicShare = None
         if leader_blind is not None:
-            parts.insert(0, self._joint_rand_part(ctx, 0, leader_blind, leader_meas, nonce))
-            joint_rands = self._joint_rands(ctx, self._joint_rand_seed(ctx, parts))
+            parts.insert(0, self.joint_rand_part(ctx, 0, leader_blind, leader_meas, nonce))
+            joint_rands = self.joint_rands(ctx, self.joint_rand_seed(ctx, parts))
             public_share = parts
 
-        prove_rands = self._prove_rands(ctx, prove_seed)
+        prove_rands = self.prove_rands(ctx, prove_seed)
         n_prove, n_joint = self.flp.prove_rand_len, self.flp.joint_rand_len
         leader_proofs: list[int] = []
         for i in range(self.proofs):
@@ -146,7 +146,7 @@ class Prio3(Generic[Measurement, AggResult]):
             )
         for j, seed in enumerate(helper_seeds, start=1):
             leader_proofs = vec_sub(
-                self.field, leader_proofs, self._helper_proofs_share(ctx, j, seed)
+                self.field, leader_proofs, self.helper_proofs_share(ctx, j, seed)
             )
 
         input_shares: list[InputShare] = [LeaderShare(leader_meas, leader_proofs, leader_blind)]
@@ -172,7 +172,7 @@ class Prio3(Generic[Measurement, AggResult]):
         _check_size("verify key", verify_key, VERIFY_KEY_SIZE)
         _check_size("nonce", nonce, NONCE_SIZE)
         self._check_agg_id(agg_id)
-        meas_share, proofs_share, blind = self._expand_input_share(ctx, agg_id, input_share)
+        meas_share, proofs_share, blind = self.expand_input_share(ctx, agg_id, input_share)
         out_share = self.flp.truncate(meas_share)
 
         joint_rands: list[int] = []
@@ -185,15 +185,15 @@ class Prio3(Generic[Measurement, AggResult]):
                 raise VdafError(
                     f"the public share must hold {self.shares} parts, got {len(public_share)}"
                 )
-            own_part = self._joint_rand_part(ctx, agg_id, blind, meas_share, nonce)
+            own_part = self.joint_rand_part(ctx, agg_id, blind, meas_share, nonce)
             parts = list(public_share)
             parts[agg_id] = own_part
-            corrected_seed = self._joint_rand_seed(ctx, parts)
-            joint_rands = self._joint_rands(ctx, corrected_seed)
+            corrected_seed = self.joint_rand_seed(ctx, parts)
+            joint_rands = self.joint_rands(ctx, corrected_seed)
         elif public_share is not None:
             raise VdafError("this VDAF has an empty public share")
 
-        query_rands = self._query_rands(verify_key, ctx, nonce)
+        query_rands = self.query_rands(verify_key, ctx, nonce)
         n_proof, n_query, n_joint = (
             self.flp.proof_len,
             self.flp.query_rand_len,
@@ -249,7 +249,7 @@ class Prio3(Generic[Measurement, AggResult]):
         for i in range(self.proofs):
             if not self.flp.decide(total[i * n : (i + 1) * n]):
                 raise VdafError("proof verifier check failed")
-        return self._joint_rand_seed(ctx, parts) if self.uses_joint_rand else None
+        return self.joint_rand_seed(ctx, parts) if self.uses_joint_rand else None
 
     def verify_next(self, state: VerifyState, message: VerifierMessage) -> list[int]:
         """The output share, if the joint randomness the client used is the one the
@@ -329,7 +329,7 @@ class Prio3(Generic[Measurement, AggResult]):
     def decode_agg_share(self, encoded: bytes) -> list[int]:
         return self.field.decode_vec_of_length(encoded, self.flp.output_len, "aggregate share")
 
-    # -- auxiliary functions (draft section 7.2.5) ----------------------------------------
+    # -- auxiliary functions (draft section 7.2.5), public for batched and staged callers --
 
     def domain_separation_tag(self, usage: int, ctx: bytes) -> bytes:
         return format_dst(0, self.vdaf_id, usage) + ctx
@@ -338,7 +338,7 @@ class Prio3(Generic[Measurement, AggResult]):
         if not 0 <= agg_id < self.shares:
             raise VdafError(f"aggregator id must be in [0, {self.shares}), got {agg_id}")
 
-    def _expand_input_share(
+    def expand_input_share(
         self, ctx: bytes, agg_id: int, input_share: InputShare
     ) -> tuple[list[int], list[int], bytes | None]:
         if agg_id == 0:
@@ -348,12 +348,12 @@ class Prio3(Generic[Measurement, AggResult]):
         if not isinstance(input_share, HelperShare):
             raise VdafError(f"aggregator {agg_id} needs a helper's input share")
         return (
-            self._helper_meas_share(ctx, agg_id, input_share.seed),
-            self._helper_proofs_share(ctx, agg_id, input_share.seed),
+            self.helper_meas_share(ctx, agg_id, input_share.seed),
+            self.helper_proofs_share(ctx, agg_id, input_share.seed),
             input_share.blind,
         )
 
-    def _helper_meas_share(self, ctx: bytes, agg_id: int, seed: bytes) -> list[int]:
+    def helper_meas_share(self, ctx: bytes, agg_id: int, seed: bytes) -> list[int]:
         return XofTurboShake128.expand_into_vec(
             self.field,
             seed,
@@ -362,7 +362,7 @@ class Prio3(Generic[Measurement, AggResult]):
             self.flp.meas_len,
         )
 
-    def _helper_proofs_share(self, ctx: bytes, agg_id: int, seed: bytes) -> list[int]:
+    def helper_proofs_share(self, ctx: bytes, agg_id: int, seed: bytes) -> list[int]:
         return XofTurboShake128.expand_into_vec(
             self.field,
             seed,
@@ -371,7 +371,7 @@ class Prio3(Generic[Measurement, AggResult]):
             self.flp.proof_len * self.proofs,
         )
 
-    def _prove_rands(self, ctx: bytes, prove_seed: bytes) -> list[int]:
+    def prove_rands(self, ctx: bytes, prove_seed: bytes) -> list[int]:
         return XofTurboShake128.expand_into_vec(
             self.field,
             prove_seed,
@@ -380,7 +380,7 @@ class Prio3(Generic[Measurement, AggResult]):
             self.flp.prove_rand_len * self.proofs,
         )
 
-    def _query_rands(self, verify_key: bytes, ctx: bytes, nonce: bytes) -> list[int]:
+    def query_rands(self, verify_key: bytes, ctx: bytes, nonce: bytes) -> list[int]:
         return XofTurboShake128.expand_into_vec(
             self.field,
             verify_key,
@@ -389,7 +389,7 @@ class Prio3(Generic[Measurement, AggResult]):
             self.flp.query_rand_len * self.proofs,
         )
 
-    def _joint_rand_part(
+    def joint_rand_part(
         self, ctx: bytes, agg_id: int, blind: bytes, meas_share: Sequence[int], nonce: bytes
     ) -> bytes:
         return XofTurboShake128.derive_seed(
@@ -398,14 +398,14 @@ class Prio3(Generic[Measurement, AggResult]):
             bytes([agg_id]) + nonce + self.field.encode_vec(meas_share),
         )
 
-    def _joint_rand_seed(self, ctx: bytes, parts: Sequence[bytes]) -> bytes:
+    def joint_rand_seed(self, ctx: bytes, parts: Sequence[bytes]) -> bytes:
         return XofTurboShake128.derive_seed(
             bytes(SEED_SIZE),
             self.domain_separation_tag(USAGE_JOINT_RAND_SEED, ctx),
             b"".join(parts),
         )
 
-    def _joint_rands(self, ctx: bytes, seed: bytes) -> list[int]:
+    def joint_rands(self, ctx: bytes, seed: bytes) -> list[int]:
         return XofTurboShake128.expand_into_vec(
             self.field,
             seed,
