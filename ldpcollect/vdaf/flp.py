@@ -79,27 +79,45 @@ def _plain(field: Field, gadget: Gadget) -> GadgetCall:
     return lambda inp: gadget.eval(field, inp)
 
 
-class _ProveRecorder:
-    """Calls the gadget and records its input wires: wires[j][k] is wire j at call k."""
+class _WireRecorder:
+    """Records the input wires of a gadget's calls. Wire j's polynomial takes its seed at
+    w**0 and the j-th input of call k at w**k (w the principal p-th root of unity, p the
+    wire length), then zeros."""
+
+    def __init__(self, gadget: Gadget, calls: int, seeds: Sequence[int]) -> None:
+        self.gadget, self.calls, self.seeds = gadget, calls, list(seeds)
+        self.inputs: list[list[int]] = []
+
+    def record(self, inp: list[int]) -> int:
+        """Keep one call's inputs; its index k (from 1)."""
+        if len(self.inputs) == self.calls:
+            raise VdafError(f"the circuit called a gadget more than its {self.calls} calls")
+        if len(inp) != self.gadget.arity:
+            raise VdafError(f"a gadget of arity {self.gadget.arity} got {len(inp)} inputs")
+        self.inputs.append(inp)
+        return len(self.inputs)
+
+    def wires(self) -> list[list[int]]:
+        padding = [0] * (wire_poly_len(self.calls) - 1 - len(self.inputs))
+        columns = zip(*self.inputs, strict=True) if self.inputs else ((),) * len(self.seeds)
+        return [[seed, *column, *padding] for seed, column in zip(self.seeds, columns, strict=True)]
+
+
+class _ProveRecorder(_WireRecorder):
+    """The prover's view of a gadget: record the inputs and compute the output."""
 
     def __init__(self, field: Field, gadget: Gadget, calls: int, seeds: Sequence[int]) -> None:
-        self.field, self.gadget, self.calls = field, gadget, calls
-        length = wire_poly_len(calls)
-        self.wires = [[seed] + [0] * (length - 1) for seed in seeds]
-        self.k = 0
+        super().__init__(gadget, calls, seeds)
+        self.field = field
 
     def __call__(self, inp: list[int]) -> int:
-        self.k += 1
-        if self.k > self.calls:
-            raise VdafError(f"the circuit called a gadget more than its {self.calls} calls")
-        for wire, value in zip(self.wires, inp, strict=True):
-            wire[self.k] = value
+        self.record(inp)
         return self.gadget.eval(self.field, inp)
 
 
-class _QueryRecorder:
-    """Records the input wires (of a share) and answers each call from the gadget polynomial
-    (its share): call k of a gadget sits at the p-th root w**k, p the wire length."""
+class _QueryRecorder(_WireRecorder):
+    """The verifier's view of a gadget: record the inputs (of a share) and answer call k from
+    (the share of) the gadget polynomial at w**k."""
 
     def __init__(
         self,
@@ -109,10 +127,8 @@ class _QueryRecorder:
         seeds: Sequence[int],
         gadget_poly: Sequence[int],
     ) -> None:
-        self.gadget, self.calls = gadget, calls
+        super().__init__(gadget, calls, seeds)
         p = wire_poly_len(calls)
-        self.wires = [[seed] + [0] * (p - 1) for seed in seeds]
-        self.k = 0
         poly = extend_values(field, gadget_poly, next_power_of_two(len(gadget_poly)))
         size = next_power_of_two(gadget_poly_len(gadget.degree, p))
         while len(poly) < size:
@@ -121,12 +137,7 @@ class _QueryRecorder:
         self.step = len(poly) // p
 
     def __call__(self, inp: list[int]) -> int:
-        self.k += 1
-        if self.k > self.calls:
-            raise VdafError(f"the circuit called a gadget more than its {self.calls} calls")
-        for wire, value in zip(self.wires, inp, strict=True):
-            wire[self.k] = value
-        return self.poly[self.k * self.step]
+        return self.poly[self.record(inp) * self.step]
 
 
 class Flp(Generic[Measurement, AggResult]):
@@ -173,9 +184,10 @@ class Flp(Generic[Measurement, AggResult]):
 
         proof: list[int] = []
         for r in recorders:
-            proof += [wire[0] for wire in r.wires]
-            gadget_poly = r.gadget.eval_poly(self.field, r.wires)
-            proof += gadget_poly[: gadget_poly_len(r.gadget.degree, len(r.wires[0]))]
+            wires = r.wires()
+            proof += r.seeds
+            gadget_poly = r.gadget.eval_poly(self.field, wires)
+            proof += gadget_poly[: gadget_poly_len(r.gadget.degree, len(wires[0]))]
         return proof
 
     def query(
@@ -212,10 +224,11 @@ class Flp(Generic[Measurement, AggResult]):
 
         verifier = [v]
         for r, t in zip(recorders, rand, strict=True):
+            wires = r.wires()
             # A t among the wire nodes would reveal a gadget input: refuse it.
-            if pow(t, len(r.wires[0]), p) == 1:
+            if pow(t, len(wires[0]), p) == 1:
                 raise VdafError("the query point is a root of unity")
-            verifier += lagrange_eval_batched(field, r.wires, t)
+            verifier += lagrange_eval_batched(field, wires, t)
             verifier.append(lagrange_eval(field, r.poly, t))
         return verifier
 
