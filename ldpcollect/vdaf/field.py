@@ -27,12 +27,6 @@ class Field:
     generator: int
     _roots: dict[int, list[int]] = dataclass_field(default_factory=dict, compare=False, repr=False)
 
-    def check(self, x: int) -> int:
-        """`x` reduced into the field; the draft's constructor accepts (-modulus, modulus)."""
-        if not -self.modulus < x < self.modulus:
-            raise VdafError(f"{x} is outside ({-self.modulus}, {self.modulus}) for {self.name}")
-        return x % self.modulus
-
     def inv(self, x: int) -> int:
         if x % self.modulus == 0:
             raise VdafError(f"zero has no inverse in {self.name}")

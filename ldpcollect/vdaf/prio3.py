@@ -275,7 +275,7 @@ class Prio3(Generic[Measurement, AggResult]):
     def unshard(self, agg_shares: Iterable[Sequence[int]], num_measurements: int) -> AggResult:
         return self.flp.decode(self.merge(agg_shares), num_measurements)
 
-    # -- encodings (draft section 7.2.6) --------------------------------------------------
+    # -- encodings (draft section 7.2.7) --------------------------------------------------
 
     def encode_public_share(self, public_share: PublicShare) -> bytes:
         return b"".join(public_share) if public_share is not None else b""
@@ -329,7 +329,7 @@ class Prio3(Generic[Measurement, AggResult]):
     def decode_agg_share(self, encoded: bytes) -> list[int]:
         return self.field.decode_vec_of_length(encoded, self.flp.output_len, "aggregate share")
 
-    # -- auxiliary functions (draft section 7.2.5), public for batched and staged callers --
+    # -- auxiliary functions (draft section 7.2.6), public for batched and staged callers --
 
     def domain_separation_tag(self, usage: int, ctx: bytes) -> bytes:
         return format_dst(0, self.vdaf_id, usage) + ctx
