@@ -215,9 +215,11 @@ class Flp(Generic[Measurement, AggResult]):
             recorders.append(_QueryRecorder(field, g, calls, seeds, gadget_poly))
         out = self.valid.eval(meas, joint_rand, num_shares, recorders)
 
+        # Several circuit outputs are checked at once through a random linear combination.
+        outputs = self.valid.eval_output_len
         rand = list(query_rand)
-        if self.valid.eval_output_len > 1:
-            coeffs, rand = rand[: len(out)], rand[len(out) :]
+        if outputs > 1:
+            coeffs, rand = rand[:outputs], rand[outputs:]
             v = sum(c * o for c, o in zip(coeffs, out, strict=True)) % p
         else:
             [v] = out

@@ -8,6 +8,8 @@ import random
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ldpcollect.vdaf.errors import VdafError
 from ldpcollect.vdaf.flp import Flp
@@ -255,3 +257,20 @@ def test_batch_verification_reports_each_rejection_in_place() -> None:
     assert not isinstance(results[0], VdafError)
     assert isinstance(results[1], VdafError)
     assert "nonce must be 16 bytes" in str(results[1])
+
+
+@given(
+    bucket=st.integers(min_value=0, max_value=9),
+    nonce=st.binary(min_size=16, max_size=16),
+    rand=st.binary(min_size=128, max_size=128),
+)
+def test_any_sharding_randomness_verifies_and_unshards_to_the_measurement(
+    bucket: int, nonce: bytes, rand: bytes
+) -> None:
+    vdaf = prio3_histogram(2, 10, 3)
+    public_share, input_shares = vdaf.shard(CTX, bucket, nonce, rand)
+    encoded = [vdaf.encode_input_share(s) for s in input_shares]
+    out_shares = verify(vdaf, nonce, vdaf.encode_public_share(public_share), encoded)
+    expected = [0] * 10
+    expected[bucket] = 1
+    assert vdaf.unshard(out_shares, 1) == expected
