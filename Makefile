@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest bench-tokens clean
+.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest bench-overload bench-tokens bench-vdaf clean
 
 $(BIN)/.installed: pyproject.toml
 	@echo "==> creating $(VENV) and installing ldpcollect with its dev tools (about 2 minutes the first time)"
@@ -36,7 +36,7 @@ demo: install
 proto: install
 	$(BIN)/python scripts/gen_proto.py
 
-bench: bench-mechanisms bench-ingest
+bench: bench-mechanisms bench-ingest bench-vdaf bench-tokens bench-overload
 
 bench-mechanisms: install
 	$(BIN)/python bench/mechanisms.py
@@ -46,6 +46,12 @@ bench-ingest: install
 
 bench-tokens: install
 	$(BIN)/python -m bench.tokens
+
+bench-vdaf: install
+	$(BIN)/python bench/vdaf.py
+
+bench-overload: install
+	$(BIN)/python -m bench.overload
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

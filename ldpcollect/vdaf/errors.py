@@ -1,0 +1,8 @@
+"""The one error the VDAF raises: a message, a share or a parameter that must be refused."""
+
+from __future__ import annotations
+
+
+class VdafError(ValueError):
+    """Bad input to the VDAF: a malformed encoding, a failed proof or joint-randomness check,
+    a parameter out of range. A report that raises it during verification is rejected."""

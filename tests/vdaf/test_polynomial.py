@@ -1,0 +1,80 @@
+"""Lagrange-basis operations agree with the same polynomial handled in the monomial basis."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ldpcollect.vdaf.errors import VdafError
+from ldpcollect.vdaf.field import Field64, Field128
+from ldpcollect.vdaf.polynomial import (
+    double_evaluations,
+    extend_values,
+    lagrange_eval,
+    lagrange_eval_batched,
+    lagrange_mul,
+    poly_eval,
+)
+
+field = Field128
+P = field.modulus
+element = st.integers(min_value=0, max_value=P - 1)
+sizes = st.sampled_from([1, 2, 4, 8, 16, 32])
+
+
+def values_of(coeffs: list[int], n: int) -> list[int]:
+    return [poly_eval(field, coeffs, w) for w in field.nth_root_powers(n)]
+
+
+@given(n=sizes, data=st.data())
+def test_lagrange_eval_matches_monomial_eval_anywhere(n: int, data: st.DataObject) -> None:
+    coeffs = data.draw(st.lists(element, min_size=n, max_size=n))
+    x = data.draw(element)
+    assert lagrange_eval(field, values_of(coeffs, n), x) == poly_eval(field, coeffs, x)
+
+
+def test_lagrange_eval_at_a_node_returns_the_value_there() -> None:
+    values = [5, 7, 11, 13]
+    for i, w in enumerate(field.nth_root_powers(4)):
+        assert lagrange_eval(field, values, w) == values[i]
+
+
+def test_batched_evaluation_refuses_mixed_lengths() -> None:
+    with pytest.raises(VdafError, match="different lengths"):
+        lagrange_eval_batched(field, [[1, 2], [1, 2, 3, 4]], 9)
+
+
+@given(n=sizes, data=st.data())
+def test_double_evaluations_gives_the_values_at_the_2n_th_roots(
+    n: int, data: st.DataObject
+) -> None:
+    coeffs = data.draw(st.lists(element, min_size=n, max_size=n))
+    assert double_evaluations(field, values_of(coeffs, n)) == values_of(coeffs, 2 * n)
+
+
+@given(n=sizes, data=st.data())
+def test_lagrange_mul_is_the_product_polynomial(n: int, data: st.DataObject) -> None:
+    a = data.draw(st.lists(element, min_size=n, max_size=n))
+    b = data.draw(st.lists(element, min_size=n, max_size=n))
+    product = [0] * (2 * n)
+    for i, x in enumerate(a):
+        for j, y in enumerate(b):
+            product[i + j] = (product[i + j] + x * y) % P
+    assert lagrange_mul(field, values_of(a, n), values_of(b, n)) == values_of(product, 2 * n)
+
+
+@given(data=st.data())
+def test_extend_values_completes_a_low_degree_polynomial(data: st.DataObject) -> None:
+    n = data.draw(st.sampled_from([2, 4, 8, 16]))
+    m = data.draw(st.integers(min_value=1, max_value=n))
+    coeffs = data.draw(st.lists(element, min_size=m, max_size=m))
+    full = values_of(coeffs, n)
+    assert extend_values(field, full[:m], n) == full
+
+
+def test_extend_values_works_in_field64_and_refuses_too_many_values() -> None:
+    values = [poly_eval(Field64, [3, 1, 4], w) for w in Field64.nth_root_powers(8)]
+    assert extend_values(Field64, values[:3], 8) == values
+    with pytest.raises(VdafError, match="do not fit"):
+        extend_values(Field64, [*values, 0], 8)
