@@ -5,7 +5,7 @@ Order of a release (each step sees only what the previous one decided):
      (`ldpcollect.accounting.release_cost.release_claims`, from the query's mechanism, target
      count and noise sigma, at the ledger's reporting delta);
   2. filter: `PrivacyLedger.check` refuses a release that would exceed the budget with
-     RESOURCE_EXHAUSTED (spent, requested, remaining) BEFORE anything is computed or noised;
+     `Exhausted` (spent, requested, remaining) BEFORE anything is computed or noised;
   3. noise: exact discrete Gaussian noise on every released round count (when requested);
   4. estimate with the mechanism's own estimator (noise variance included in the error);
   5. charge the ledger;
@@ -30,11 +30,10 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
-import grpc
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.errors import ServiceError
+from aggregator.errors import Exhausted, FailedPrecondition, Invalid
 from aggregator.model import QueryInfo, ReleaseRecord, TargetRelease
 from aggregator.store.base import LedgerFn
 from ldpcollect.accounting.discrete_gaussian import (
@@ -124,8 +123,7 @@ class ReleaseAccounting:
                     release_claims(spec.mechanism, len(spec.targets), spec.noise_sigma, delta)
                 )
             except ParameterError as exc:
-                raise ServiceError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
+                raise FailedPrecondition(
                     f"cannot account for releasing {query.query_id!r}: {exc}",
                 ) from exc
             with self._lock:
@@ -143,9 +141,8 @@ class ReleaseAccounting:
         return noise, discrete_gaussian_variance(sigma_sq)
 
 
-def refusal(query_id: str, exc: BudgetExceeded) -> ServiceError:
-    return ServiceError(
-        grpc.StatusCode.RESOURCE_EXHAUSTED,
+def refusal(query_id: str, exc: BudgetExceeded) -> Exhausted:
+    return Exhausted(
         f"release of {query_id!r} refused, nothing was computed or changed: {exc} "
         "SetBudget can raise the budget (sound only if that decision does not depend on "
         "released results).",
@@ -196,7 +193,7 @@ class Releaser:
         except BudgetExceeded as exc:  # cannot happen after check; kept for safety
             raise refusal(query.query_id, exc) from exc
         except ParameterError as exc:
-            raise ServiceError(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from exc
+            raise FailedPrecondition(str(exc)) from exc
         record = ReleaseRecord(
             query_id=query.query_id,
             participants=n,
@@ -230,7 +227,7 @@ def _validated_budget(epsilon: float, delta: float) -> PrivacyLedger:
     try:
         return PrivacyLedger(epsilon, delta)
     except ParameterError as exc:
-        raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+        raise Invalid(str(exc)) from exc
 
 
 def _budget_amount(ledger: PrivacyLedger) -> float:
@@ -240,8 +237,8 @@ def _budget_amount(ledger: PrivacyLedger) -> float:
 def set_budget_function(
     epsilon: float, delta: float, clock: Callable[[], float] = time.time
 ) -> LedgerFn:
-    """A LedgerFn setting the budget. Validates first (INVALID_ARGUMENT); refuses a budget below
-    what is already spent (FAILED_PRECONDITION). Raising a budget (or removing it, epsilon 0)
+    """A LedgerFn setting the budget. Validates first (`Invalid`); refuses a budget below
+    what is already spent (`FailedPrecondition`). Raising a budget (or removing it, epsilon 0)
     after releases is allowed and recorded: it is sound only if not decided from released
     results, which the ledger's notes say."""
     _validated_budget(epsilon, delta)
@@ -254,8 +251,7 @@ def set_budget_function(
             spent, amount = new.spent(), _budget_amount(new)
             if not spent <= amount:
                 unit = new.currency
-                raise ServiceError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
+                raise FailedPrecondition(
                     f"budget (epsilon {epsilon:g}, delta {delta:g}) is {unit} {amount:.6g}, "
                     f"below the {unit} {spent:.6g} already spent by {len(new.releases)} "
                     "release(s); a budget cannot be lowered below what is spent"

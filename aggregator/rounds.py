@@ -1,4 +1,4 @@
-"""In-memory state of one query and the rules a report must pass (DESIGN.md section 4).
+"""In-memory state of one query and the rules a report must pass (docs/design.md, "Protocol").
 
 Owned by the store's single writer thread: every change happens there, in order, so two
 concurrent copies of one report can never both be counted. This state is the authority for
@@ -21,10 +21,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import grpc
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.errors import AlreadyExists, FailedPrecondition, Invalid
 from aggregator.model import (
     ACCEPTED,
     DUPLICATE,
@@ -209,19 +209,20 @@ class QueryState:
         """Validate one report; when it is new and valid, record it and return ACCEPTED.
 
         Checks, in order: key lengths, idempotency (same id: duplicate if identical, else
-        ALREADY_EXISTS), query open, round, answer length and padding, one report per device
-        and round, and for round 2 a round-1 report from the same device.
+        AlreadyExists), query open, round, answer length and padding, one report per device and
+        round, and for round 2 a round-1 report from the same device.
         """
         qid = self.spec.query_id
         if len(report.report_id) != REPORT_KEY_BYTES:
             return Outcome(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"report_id must be {REPORT_KEY_BYTES} bytes, got {len(report.report_id)}",
+                Invalid(f"report_id must be {REPORT_KEY_BYTES} bytes, got {len(report.report_id)}")
             )
         if len(report.pseudonym) != REPORT_KEY_BYTES:
             return Outcome(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"device_pseudonym must be {REPORT_KEY_BYTES} bytes, got {len(report.pseudonym)}",
+                Invalid(
+                    f"device_pseudonym must be {REPORT_KEY_BYTES} bytes, "
+                    f"got {len(report.pseudonym)}"
+                )
             )
         run = self.by_report_id.get(report.report_id)
         if run is not None:
@@ -236,48 +237,55 @@ class QueryState:
             ):
                 return DUPLICATE
             return Outcome(
-                grpc.StatusCode.ALREADY_EXISTS,
-                f"report_id {report.report_id.hex()} was already used for a different report "
-                f"in query {qid!r}; use a fresh report id for a new report",
+                AlreadyExists(
+                    f"report_id {report.report_id.hex()} was already used for a different report "
+                    f"in query {qid!r}; use a fresh report id for a new report"
+                )
             )
         if self.status != QueryStatus.OPEN:
             return Outcome(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"query {qid!r} is {self.status.name.lower()} and accepts no more reports",
+                FailedPrecondition(
+                    f"query {qid!r} is {self.status.name.lower()} and accepts no more reports"
+                )
             )
         if report.round != self.current_round:
             return Outcome(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"query {qid!r} is accepting round {self.current_round} of {self.rounds}, "
-                f"not round {report.round}",
+                FailedPrecondition(
+                    f"query {qid!r} is accepting round {self.current_round} of {self.rounds}, "
+                    f"not round {report.round}"
+                )
             )
         answers = report.answers
         if len(answers) != self.answer_bytes:
             return Outcome(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"answers must be {self.answer_bytes} bytes (one bit per each of "
-                f"{len(self.spec.targets)} targets, packed), got {len(answers)}",
+                Invalid(
+                    f"answers must be {self.answer_bytes} bytes (one bit per each of "
+                    f"{len(self.spec.targets)} targets, packed), got {len(answers)}"
+                )
             )
         if self.padding_mask and answers[-1] & self.padding_mask:
             return Outcome(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"answers has nonzero padding bits: the last "
-                f"{8 - len(self.spec.targets) % 8} bits of the last byte must be 0",
+                Invalid(
+                    f"answers has nonzero padding bits: the last "
+                    f"{8 - len(self.spec.targets) % 8} bits of the last byte must be 0"
+                )
             )
         devices = self.devices_by_round[report.round - 1]
         if report.pseudonym in devices:
             return Outcome(
-                grpc.StatusCode.ALREADY_EXISTS,
-                f"device {report.pseudonym.hex()} already reported round {report.round} "
-                f"of query {qid!r} under another report id",
+                AlreadyExists(
+                    f"device {report.pseudonym.hex()} already reported round {report.round} "
+                    f"of query {qid!r} under another report id"
+                )
             )
         if self.rounds == 2 and report.round == 2:
             first = self.awaiting_round2.pop(report.pseudonym, None)
             if first is None:
                 return Outcome(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"device {report.pseudonym.hex()} has no round-1 report in query {qid!r}; "
-                    f"only devices that answered round 1 can answer round 2",
+                    FailedPrecondition(
+                        f"device {report.pseudonym.hex()} has no round-1 report in query {qid!r}; "
+                        f"only devices that answered round 1 can answer round 2"
+                    )
                 )
             accepted.completed_answers[0].append(first)
             accepted.completed_answers[1].append(answers)

@@ -13,12 +13,14 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from aggregator.batch_codec import decode_batch, report_columns
-from aggregator.errors import ServiceError
+from aggregator.errors import NotFound, ServiceError
+from aggregator.lifecycle import unknown_query
 from aggregator.metrics import AggregatorMetrics
 from aggregator.model import QuerySpec, QueryStatus
 from aggregator.protoconv import ledger_to_proto, query_to_proto, release_to_proto
 from aggregator.release import Releaser, release_function, set_budget_function
 from aggregator.rounds import ReportColumns
+from aggregator.status_map import outcome_status, status_of
 from aggregator.store.base import ReleaseFn, Store, SubmitResult
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import validate_targets
@@ -40,10 +42,7 @@ COLLECTOR_SERVICE = pb.DESCRIPTOR.services_by_name["Collector"].full_name
 
 
 async def _fail(context: Context, exc: ServiceError | ParameterError) -> NoReturn:
-    if isinstance(exc, ParameterError):
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-    else:
-        await context.abort(exc.code, exc.message)
+    await context.abort(status_of(exc), str(exc))
     raise AssertionError("unreachable: abort raises")
 
 
@@ -57,10 +56,7 @@ async def _guarded(context: Context, work: Awaitable[T]) -> T:
 def _lookup(store: Store, query_id: str) -> pb.Query:
     info = store.query(query_id)
     if info is None:
-        raise ServiceError(
-            grpc.StatusCode.NOT_FOUND,
-            f"no query {query_id!r}; ListQueries (admin) or ListOpenQueries shows the ids",
-        )
+        raise unknown_query(query_id)
     return query_to_proto(info)
 
 
@@ -118,7 +114,7 @@ class CollectorService(pb_grpc.CollectorServicer):
         self._metrics.observe_submission(result)
         if result.rejected:
             outcome = result.rejected[0][1]
-            await context.abort(outcome.code, outcome.message)
+            await context.abort(outcome_status(outcome), outcome.message)
         return pb.SubmitReportResponse(
             ack=pb.ReportAck(report_id=report.report_id, duplicate=result.duplicates == 1)
         )
@@ -212,7 +208,7 @@ class CollectorService(pb_grpc.CollectorServicer):
                 pb.ReportRejection(
                     index=index,
                     report_id=report_ids[index],
-                    code=outcome.code.value[0],
+                    code=outcome_status(outcome).value[0],
                     message=outcome.message,
                 )
                 for index, outcome in result.rejected
@@ -341,7 +337,7 @@ class AdminService(pb_grpc.AdminServicer):
                 if info is None
                 else f"query {request.query_id!r} is {info.status.name.lower()}, not released"
             )
-            raise ServiceError(grpc.StatusCode.NOT_FOUND, f"no release: {where}")
+            raise NotFound(f"no release: {where}")
         return release_to_proto(record)
 
     @_admin

@@ -1,5 +1,10 @@
 """SQLite store: one file, WAL, group commit, acknowledgement only after COMMIT.
 
+This module holds what is SQLite's own: the SQL, the single writer thread with its group
+commit and asyncio bridge, and the conversion of the older file layout. The rules it applies
+(`aggregator.lifecycle`, `aggregator.admission`), the row encoding (`rows`, `release_codec`)
+and the published reads (`snapshots`) are shared with any other backend.
+
 Design
 - One writer thread owns the connection and all mutable query state. Requests (report
   batches and admin changes) go into a queue with an asyncio future each; the writer drains
@@ -28,80 +33,58 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from fractions import Fraction
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
-import grpc
-import numpy as np
-import numpy.typing as npt
-
-from aggregator.errors import ServiceError
-from aggregator.model import (
-    Outcome,
-    QueryInfo,
-    QuerySpec,
-    QueryStatus,
-    ReleaseRecord,
-    TargetRelease,
-)
-from aggregator.rounds import Accepted, QueryState, ReportColumns
-from aggregator.store.base import LedgerFn, ReleaseFn, SubmitResult
-from ldpcollect.mechanisms import mechanism_from_params
-from ldpcollect.wire import REPORT_KEY_BYTES
+from aggregator import lifecycle
+from aggregator.admission import PendingChanges, admit
+from aggregator.errors import ServiceError, StorageFailure, Unavailable
+from aggregator.model import QueryInfo, QuerySpec, ReleaseRecord, SubmitResult
+from aggregator.rounds import QueryState, ReportColumns
+from aggregator.store.base import LedgerFn, ReleaseFn
+from aggregator.store.release_codec import release_from_json, release_to_json
+from aggregator.store.rows import PROGRESS_COLUMNS, LogRow, QueryRow, progress_values
+from aggregator.store.snapshots import Snapshots
 
 log = logging.getLogger(__name__)
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS queries (
-    query_id          TEXT PRIMARY KEY,
-    description       TEXT NOT NULL,
-    mechanism         TEXT NOT NULL,    -- "rr" | "sp"
-    mechanism_params  TEXT NOT NULL,    -- JSON object of exact fraction text
-    scheme            TEXT NOT NULL,    -- "grid" | "h3:<res>"
-    targets           BLOB NOT NULL,    -- uint64 little-endian, in query order
-    min_reports       INTEGER NOT NULL,
-    noise_sigma       TEXT,             -- fraction text; NULL = no release noise
-    created_at        REAL NOT NULL,
-    status            INTEGER NOT NULL, -- 1 open, 2 closed, 3 released
-    current_round     INTEGER NOT NULL,
-    reports_per_round TEXT NOT NULL,    -- JSON list, round 1 first
-    completed_devices INTEGER NOT NULL,
-    counts            BLOB NOT NULL     -- int64 little-endian, rounds x targets, row-major:
-                                        -- per-target sums over devices that completed
-);
-CREATE TABLE IF NOT EXISTS releases (
-    query_id    TEXT PRIMARY KEY,
-    released_at REAL NOT NULL,
-    body        TEXT NOT NULL           -- JSON of the ReleaseRecord
-);
-CREATE TABLE IF NOT EXISTS ledger (
-    id   INTEGER PRIMARY KEY CHECK (id = 1),
-    body TEXT NOT NULL                  -- the privacy ledger's JSON
-);
-"""
-REPORT_LOG_SCHEMA = """
-CREATE TABLE IF NOT EXISTS reports (  -- append-only report log: one row per query per commit
-    seq        INTEGER PRIMARY KEY,
-    query_id   TEXT NOT NULL,
-    round      INTEGER NOT NULL,
-    n          INTEGER NOT NULL,       -- reports in this row
-    report_ids BLOB NOT NULL,          -- n x 16 bytes
-    pseudonyms BLOB NOT NULL,          -- n x 16 bytes
-    answers    BLOB NOT NULL           -- n x ceil(targets / 8) bytes
-);
-"""
-REPORT_LOG_INDEX = "CREATE INDEX IF NOT EXISTS reports_by_query ON reports (query_id)"
-# Before the report log, reports were stored one row each (query_id, report_id, pseudonym,
-# round, answers); such a file is converted in place when opened.
+
+def _statements(script: str) -> list[str]:
+    """The complete SQL statements of a script, in order (comments kept with their statement)."""
+    statements: list[str] = []
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    return statements
+
+
+SCHEMA = _statements(
+    resources.files("aggregator.store").joinpath("schema/sqlite_v2.sql").read_text("utf-8")
+)
+_INSERT_QUERY = (
+    f"INSERT INTO queries ({', '.join(QueryRow._fields)}) "
+    f"VALUES ({', '.join('?' * len(QueryRow._fields))})"
+)
+_UPDATE_PROGRESS = (
+    f"UPDATE queries SET {', '.join(f'{c} = ?' for c in PROGRESS_COLUMNS)} WHERE query_id = ?"
+)
+_INSERT_LOG = (
+    f"INSERT INTO reports ({', '.join(LogRow._fields)}) "
+    f"VALUES ({', '.join('?' * len(LogRow._fields))})"
+)
+# Before the report log (schema version 1), reports were stored one row each; such a file is
+# converted in place when opened.
 _LEGACY_REPORT_COLUMNS = {"query_id", "report_id", "pseudonym", "round", "answers"}
 
 
@@ -113,18 +96,9 @@ class CommitObserver(Protocol):
 class _Request:
     """One queued unit of work; `run` applies it in the writer thread."""
 
-    run: Callable[[_Group], Any]
+    run: Callable[[PendingChanges], Any]
     future: asyncio.Future[Any]
     n_reports: int = 0
-
-
-@dataclass
-class _Group:
-    """Changes of one transaction not yet written: accepted reports and touched queries."""
-
-    accepted: dict[str, Accepted] = field(default_factory=dict)  # by query id
-    touched: dict[str, QueryState] = field(default_factory=dict)
-    report_count: int = 0
 
 
 _STOP = object()
@@ -133,14 +107,7 @@ _STOP = object()
 _AMORTIZED_GROUP_REPORTS = 1_000
 
 
-def _not_found(query_id: str) -> ServiceError:
-    return ServiceError(
-        grpc.StatusCode.NOT_FOUND,
-        f"no query {query_id!r}; ListQueries (admin) or ListOpenQueries shows the ids",
-    )
-
-
-class SqliteStore:
+class SqliteStore(Snapshots):
     def __init__(
         self,
         path: str | Path,
@@ -153,6 +120,7 @@ class SqliteStore:
     ) -> None:
         if synchronous.upper() not in {"FULL", "NORMAL", "EXTRA"}:
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, got {synchronous!r}")
+        super().__init__()
         self._path = str(path)
         self._max_group_reports = max_group_reports
         self._group_wait_s = group_wait_s
@@ -163,16 +131,11 @@ class SqliteStore:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._conn: sqlite3.Connection | None = None
-        # Writer-owned state.
+        # Writer-owned state (the reads see it through `Snapshots.publish`).
         self._states: dict[str, QueryState] = {}
         self._ledger_body: str | None = None
         self._release_records: dict[str, ReleaseRecord] = {}
-        # Published snapshots (replaced wholesale after each commit).
-        self._snapshots: dict[str, QueryInfo] = {}
-        self._releases: dict[str, ReleaseRecord] = {}
         self._report_counts: dict[str, int] = {}
-        self._counts: dict[str, npt.NDArray[np.int64]] = {}
-        self._published_ledger: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -183,14 +146,12 @@ class SqliteStore:
         if str(mode).lower() != "wal":
             raise RuntimeError(f"could not switch {self._path} to WAL mode (got {mode})")
         conn.execute(f"PRAGMA synchronous={self._synchronous}")
-        conn.executescript(SCHEMA)
         self._conn = conn
         self._migrate_legacy_reports()
-        conn.execute(REPORT_LOG_SCHEMA)
-        conn.execute(REPORT_LOG_INDEX)
+        for statement in SCHEMA:
+            conn.execute(statement)
         self._load()
         self._publish(self._states.values())
-        self._published_ledger = self._ledger_body
         self._thread = threading.Thread(target=self._writer, name="sqlite-writer", daemon=True)
         self._thread.start()
 
@@ -204,141 +165,72 @@ class SqliteStore:
             self._conn.close()
             self._conn = None
 
-    # ------------------------------------------------------------------ reads
-
-    def queries(self) -> list[QueryInfo]:
-        return sorted(self._snapshots.values(), key=lambda q: (q.created_at, q.query_id))
-
-    def query(self, query_id: str) -> QueryInfo | None:
-        return self._snapshots.get(query_id)
-
-    def release_of(self, query_id: str) -> ReleaseRecord | None:
-        return self._releases.get(query_id)
-
-    def ledger(self) -> str | None:
-        return self._published_ledger
-
-    def stored_report_count(self, query_id: str) -> int:
-        return self._report_counts.get(query_id, 0)
-
-    def counts(self, query_id: str) -> npt.NDArray[np.int64]:
-        """Committed per-target counts (rounds x targets) over devices that completed."""
-        counts = self._counts.get(query_id)
-        if counts is None:
-            raise _not_found(query_id)
-        return counts.copy()
-
     # ------------------------------------------------------------------ writes
 
     async def submit(self, reports: ReportColumns) -> SubmitResult:
-        def run(group: _Group) -> SubmitResult:
-            return self._admit(group, reports)
+        def run(changes: PendingChanges) -> SubmitResult:
+            return admit(changes, self._states, reports)
 
         result: SubmitResult = await self._enqueue(run, len(reports))
         return result
 
     async def create_query(self, spec: QuerySpec, created_at: float) -> QueryInfo:
-        def run(group: _Group) -> QueryInfo:
+        def run(changes: PendingChanges) -> QueryInfo:
             if spec.query_id in self._states:
-                raise ServiceError(
-                    grpc.StatusCode.ALREADY_EXISTS,
-                    f"query {spec.query_id!r} already exists; choose another query_id",
-                )
+                raise lifecycle.duplicate_query(spec.query_id)
             state = QueryState.new(spec, created_at)
-            self._insert_query(state)
+            self._sql().execute(_INSERT_QUERY, QueryRow.of(state))
             self._states[spec.query_id] = state
-            group.touched[spec.query_id] = state
+            changes.touched[spec.query_id] = state
             return state.snapshot()
 
         result: QueryInfo = await self._enqueue(run)
         return result
 
     async def advance_round(self, query_id: str) -> QueryInfo:
-        def run(group: _Group) -> QueryInfo:
+        def run(changes: PendingChanges) -> QueryInfo:
             state = self._state(query_id)
-            if state.status != QueryStatus.OPEN or state.current_round >= state.rounds:
-                where = (
-                    f"is {state.status.name.lower()}"
-                    if state.status != QueryStatus.OPEN
-                    else f"is in its last round ({state.current_round} of {state.rounds})"
-                )
-                raise ServiceError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"cannot advance query {query_id!r}: it {where}; "
-                    f"only an open Sampling Privacy query in round 1 advances "
-                    f"(use CloseQuery to end a query)",
-                )
-            state.current_round += 1
-            group.touched[query_id] = state
+            lifecycle.advance_round(state)
+            changes.touched[query_id] = state
             return state.snapshot()
 
         result: QueryInfo = await self._enqueue(run)
         return result
 
     async def close_query(self, query_id: str) -> QueryInfo:
-        def run(group: _Group) -> QueryInfo:
+        def run(changes: PendingChanges) -> QueryInfo:
             state = self._state(query_id)
-            if state.status != QueryStatus.OPEN:
-                raise ServiceError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"query {query_id!r} is already {state.status.name.lower()}",
-                )
-            if state.current_round < state.rounds:
-                raise ServiceError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"query {query_id!r} is in round {state.current_round} of {state.rounds}; "
-                    f"AdvanceRound to round {state.rounds} first (only devices that answer "
-                    f"every round are counted)",
-                )
-            state.status = QueryStatus.CLOSED
-            group.touched[query_id] = state
+            lifecycle.close(state)
+            changes.touched[query_id] = state
             return state.snapshot()
 
         result: QueryInfo = await self._enqueue(run)
         return result
 
     async def release(self, query_id: str, compute: ReleaseFn) -> ReleaseRecord:
-        def run(group: _Group) -> ReleaseRecord:
+        def run(changes: PendingChanges) -> ReleaseRecord:
             state = self._state(query_id)
-            if state.status == QueryStatus.RELEASED:
-                raise ServiceError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"query {query_id!r} was already released (once per query); "
-                    f"GetRelease returns that release",
-                )
-            if state.status != QueryStatus.CLOSED:
-                raise ServiceError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"query {query_id!r} is still open (round {state.current_round} of "
-                    f"{state.rounds}); CloseQuery before Release",
-                )
-            if state.completed_devices < state.spec.min_reports:
-                raise ServiceError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"query {query_id!r} has {state.completed_devices} devices that completed "
-                    f"every round, below its min_reports {state.spec.min_reports}; "
-                    f"it cannot be released",
-                )
+            lifecycle.check_releasable(state)
             record, ledger_body = compute(state.snapshot(), state.counts.copy(), self._ledger_body)
-            assert self._conn is not None
-            self._conn.execute(
+            conn = self._sql()
+            conn.execute(
                 "INSERT INTO releases (query_id, released_at, body) VALUES (?, ?, ?)",
-                (query_id, record.released_at, json.dumps(_release_to_json(record))),
+                (query_id, record.released_at, release_to_json(record)),
             )
             if ledger_body is not None:
                 self._write_ledger(ledger_body)
-            self._conn.execute("DELETE FROM reports WHERE query_id = ?", (query_id,))
+            conn.execute("DELETE FROM reports WHERE query_id = ?", (query_id,))
             self._release_records[query_id] = record
-            state.forget_reports()
-            state.status = QueryStatus.RELEASED
-            group.touched[query_id] = state
+            self._report_counts[query_id] = 0
+            lifecycle.mark_released(state)
+            changes.touched[query_id] = state
             return record
 
         result: ReleaseRecord = await self._enqueue(run)
         return result
 
     async def update_ledger(self, update: LedgerFn) -> str:
-        def run(group: _Group) -> str:
+        def run(changes: PendingChanges) -> str:
             body = update(self._ledger_body)
             self._write_ledger(body)
             return body
@@ -348,9 +240,9 @@ class SqliteStore:
 
     # ------------------------------------------------------------------ writer thread
 
-    async def _enqueue(self, run: Callable[[_Group], Any], n_reports: int = 0) -> Any:
+    async def _enqueue(self, run: Callable[[PendingChanges], Any], n_reports: int = 0) -> Any:
         if self._thread is None or self._loop is None:
-            raise ServiceError(grpc.StatusCode.UNAVAILABLE, "the store is not open")
+            raise Unavailable("the store is not open")
         future: asyncio.Future[Any] = self._loop.create_future()
         self._queue.put(_Request(run, future, n_reports))
         return await future
@@ -358,7 +250,7 @@ class SqliteStore:
     def _state(self, query_id: str) -> QueryState:
         state = self._states.get(query_id)
         if state is None:
-            raise _not_found(query_id)
+            raise lifecycle.unknown_query(query_id)
         return state
 
     def _writer(self) -> None:
@@ -425,32 +317,33 @@ class SqliteStore:
     def _commit_group(self, batch: list[_Request], n_reports: int) -> None:
         assert self._conn is not None
         started = time.perf_counter()
-        group = _Group()
+        changes = PendingChanges()
         results: list[tuple[asyncio.Future[Any], object]] = []
         try:
             self._conn.execute("BEGIN IMMEDIATE")
             for request in batch:
                 if request.n_reports == 0:
                     # Admin changes see every report queued before them.
-                    self._flush(group)
+                    self._flush(changes)
                 try:
-                    results.append((request.future, request.run(group)))
+                    results.append((request.future, request.run(changes)))
                 except ServiceError as exc:
                     results.append((request.future, exc))
-            self._flush(group)
-            for state in group.touched.values():
-                self._update_query(state)
+            self._flush(changes)
+            self._conn.executemany(
+                _UPDATE_PROGRESS,
+                [(*progress_values(s), s.spec.query_id) for s in changes.touched.values()],
+            )
             self._conn.execute("COMMIT")
         except Exception as exc:  # a failed transaction: nothing of this group happened
             log.exception("transaction failed; reloading state from %s", self._path)
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
             self._load()
-            group.touched = dict(self._states)
-            error = ServiceError(grpc.StatusCode.INTERNAL, f"storage failure, retry: {exc}")
+            changes.touched = dict(self._states)
+            error = StorageFailure(f"storage failure, retry: {exc}")
             results = [(request.future, error) for request in batch]
-        self._publish(group.touched.values())
-        self._published_ledger = self._ledger_body
+        self._publish(changes.touched.values())
         elapsed = time.perf_counter() - started
         if self._observer is not None:
             self._observer.observe_commit(elapsed, len(batch), n_reports)
@@ -463,138 +356,36 @@ class SqliteStore:
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(_settle, results)
 
-    def _accepted(self, group: _Group, state: QueryState) -> Accepted:
-        query_id = state.spec.query_id
-        accepted = group.accepted.get(query_id)
-        if accepted is None:
-            accepted = group.accepted[query_id] = state.new_accepted()
-            group.touched[query_id] = state
-        return accepted
+    def _sql(self) -> sqlite3.Connection:
+        assert self._conn is not None, "the store is not open"
+        return self._conn
 
-    def _admit(self, group: _Group, reports: ReportColumns) -> SubmitResult:
-        n = len(reports)
-        if n == 0:
-            return SubmitResult()
-        states = self._states
-        query_ids = reports.query_ids
-        first = query_ids[0]
-        state = states.get(first)
-        # The common case, a run of new valid reports for one query, in one step (a single
-        # report is cheaper to check on its own).
-        if (
-            n > 1
-            and state is not None
-            and query_ids.count(first) == n
-            and state.admit_all(reports, self._accepted(group, state))
-        ):
-            return SubmitResult(accepted=n)
-        result = SubmitResult()
-        for index in range(n):
-            report = reports.report(index)
-            state = states.get(report.query_id)
-            if state is None:
-                outcome = Outcome(grpc.StatusCode.NOT_FOUND, str(_not_found(report.query_id)))
-            else:
-                outcome = state.admit(report, self._accepted(group, state))
-            if not outcome.ok:
-                result.rejected.append((index, outcome))
-            elif outcome.duplicate:
-                result.duplicates += 1
-            else:
-                result.accepted += 1
-        return result
-
-    def _flush(self, group: _Group) -> None:
+    def _flush(self, changes: PendingChanges) -> None:
         """Append the accepted reports to the log and add completed devices to the counts."""
-        assert self._conn is not None
-        rows: list[tuple[str, int, int, bytes, bytes, bytes]] = []
-        for query_id, accepted in group.accepted.items():
+        rows: list[LogRow] = []
+        for query_id, accepted in changes.accepted.items():
             if accepted.count == 0:
                 continue
-            rows.append(
-                (
-                    query_id,
-                    accepted.round,
-                    accepted.count,
-                    b"".join(accepted.report_ids),
-                    b"".join(accepted.pseudonyms),
-                    b"".join(accepted.answers),
-                )
-            )
+            rows.append(LogRow.of(query_id, accepted))
             self._states[query_id].add_completed(accepted)
             self._report_counts[query_id] = self._report_counts.get(query_id, 0) + accepted.count
-            group.report_count += accepted.count
+            changes.report_count += accepted.count
         if rows:
-            self._conn.executemany(
-                "INSERT INTO reports (query_id, round, n, report_ids, pseudonyms, answers) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                rows,
-            )
-        group.accepted.clear()
+            self._sql().executemany(_INSERT_LOG, rows)
+        changes.accepted.clear()
 
-    def _publish(self, states: Any) -> None:
-        snapshots = dict(self._snapshots)
-        counts = dict(self._counts)
-        for state in states:
-            snapshots[state.spec.query_id] = state.snapshot()
-            counts[state.spec.query_id] = state.counts.copy()
-            if state.status == QueryStatus.RELEASED:
-                self._report_counts[state.spec.query_id] = 0
-        self._snapshots = snapshots
-        self._counts = counts
-        self._releases = dict(self._release_records)
-
-    # ------------------------------------------------------------------ rows
-
-    def _insert_query(self, state: QueryState) -> None:
-        assert self._conn is not None
-        spec = state.spec
-        self._conn.execute(
-            "INSERT INTO queries (query_id, description, mechanism, mechanism_params, scheme, "
-            "targets, min_reports, noise_sigma, created_at, status, current_round, "
-            "reports_per_round, completed_devices, counts) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                spec.query_id,
-                spec.description,
-                spec.mechanism.name,
-                json.dumps(spec.mechanism.params()),
-                spec.scheme,
-                np.asarray(spec.targets, dtype="<u8").tobytes(),
-                spec.min_reports,
-                None if spec.noise_sigma is None else str(spec.noise_sigma),
-                state.created_at,
-                int(state.status),
-                state.current_round,
-                json.dumps(state.reports_per_round),
-                state.completed_devices,
-                state.counts.astype("<i8").tobytes(),
-            ),
-        )
-
-    def _update_query(self, state: QueryState) -> None:
-        assert self._conn is not None
-        self._conn.execute(
-            "UPDATE queries SET status = ?, current_round = ?, reports_per_round = ?, "
-            "completed_devices = ?, counts = ? WHERE query_id = ?",
-            (
-                int(state.status),
-                state.current_round,
-                json.dumps(state.reports_per_round),
-                state.completed_devices,
-                state.counts.astype("<i8").tobytes(),
-                state.spec.query_id,
-            ),
-        )
+    def _publish(self, states: Iterable[QueryState]) -> None:
+        self.publish(states, self._release_records, self._ledger_body, self._report_counts)
 
     def _write_ledger(self, body: str) -> None:
-        assert self._conn is not None
-        self._conn.execute(
+        self._sql().execute(
             "INSERT INTO ledger (id, body) VALUES (1, ?) "
             "ON CONFLICT (id) DO UPDATE SET body = excluded.body",
             (body,),
         )
         self._ledger_body = body
+
+    # ------------------------------------------------------------------ the file
 
     def _migrate_legacy_reports(self) -> None:
         """Convert a file from the one-row-per-report layout to the report log, atomically."""
@@ -606,7 +397,8 @@ class SqliteStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("ALTER TABLE reports RENAME TO reports_legacy")
-            conn.execute(REPORT_LOG_SCHEMA)
+            for statement in SCHEMA:
+                conn.execute(statement)
             groups: dict[tuple[str, int], tuple[list[bytes], list[bytes], list[bytes]]] = {}
             for qid, report_id, pseudonym, round_, answers in conn.execute(
                 "SELECT query_id, report_id, pseudonym, round, answers FROM reports_legacy "
@@ -617,10 +409,9 @@ class SqliteStore:
                 pseudonyms.append(pseudonym)
                 all_answers.append(answers)
             conn.executemany(
-                "INSERT INTO reports (query_id, round, n, report_ids, pseudonyms, answers) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                _INSERT_LOG,
                 [
-                    (qid, round_, len(ids), b"".join(ids), b"".join(ps), b"".join(answers))
+                    LogRow(qid, round_, len(ids), b"".join(ids), b"".join(ps), b"".join(answers))
                     for (qid, round_), (ids, ps, answers) in groups.items()
                 ],
             )
@@ -633,66 +424,28 @@ class SqliteStore:
 
     def _load(self) -> None:
         """(Re)build all writer-owned state from the committed file."""
-        assert self._conn is not None
+        conn = self._sql()
         self._states = {}
-        self._release_records = {}
-        for row in self._conn.execute(
-            "SELECT query_id, description, mechanism, mechanism_params, scheme, targets, "
-            "min_reports, noise_sigma, created_at, status, current_round, reports_per_round, "
-            "completed_devices, counts FROM queries"
-        ):
-            (qid, description, mech_name, params, scheme, targets, min_reports, sigma,
-             created_at, status, current_round, per_round, completed, counts) = row  # fmt: skip
-            mechanism = mechanism_from_params(mech_name, json.loads(params))
-            spec = QuerySpec(
-                query_id=qid,
-                description=description,
-                mechanism=mechanism,
-                scheme=scheme,
-                targets=tuple(int(t) for t in np.frombuffer(targets, dtype="<u8")),
-                min_reports=min_reports,
-                noise_sigma=None if sigma is None else Fraction(sigma),
-            )
-            state = QueryState.new(spec, created_at)
-            state.status = QueryStatus(status)
-            state.current_round = current_round
-            state.reports_per_round = [int(x) for x in json.loads(per_round)]
-            state.completed_devices = completed
-            state.counts = (
-                np.frombuffer(counts, dtype="<i8")
-                .astype(np.int64)
-                .reshape(mechanism.rounds, len(spec.targets))
-            )
-            self._states[qid] = state
+        for values in conn.execute(f"SELECT {', '.join(QueryRow._fields)} FROM queries"):
+            row = QueryRow(*values)
+            self._states[row.query_id] = row.to_state()
         self._report_counts = {}
-        for qid, round_, n, report_ids, pseudonyms, answers in self._conn.execute(
-            "SELECT query_id, round, n, report_ids, pseudonyms, answers FROM reports ORDER BY seq"
-        ):
-            state = self._states[qid]
-            state.restore_reports(
-                round_,
-                _split(report_ids, n, REPORT_KEY_BYTES),
-                _split(pseudonyms, n, REPORT_KEY_BYTES),
-                _split(answers, n, state.answer_bytes),
+        for values in conn.execute(f"SELECT {', '.join(LogRow._fields)} FROM reports ORDER BY seq"):
+            log_row = LogRow(*values)
+            log_row.restore(self._states[log_row.query_id])
+            self._report_counts[log_row.query_id] = (
+                self._report_counts.get(log_row.query_id, 0) + log_row.n
             )
-            self._report_counts[qid] = self._report_counts.get(qid, 0) + n
-        for qid, body in self._conn.execute("SELECT query_id, body FROM releases"):
-            self._release_records[qid] = _release_from_json(json.loads(body))
-        row = self._conn.execute("SELECT body FROM ledger WHERE id = 1").fetchone()
+        self._release_records = {
+            qid: release_from_json(body)
+            for qid, body in conn.execute("SELECT query_id, body FROM releases")
+        }
+        row = conn.execute("SELECT body FROM ledger WHERE id = 1").fetchone()
         self._ledger_body = None if row is None else str(row[0])
 
 
-def _split(packed: bytes, n: int, width: int) -> list[bytes]:
-    """The `n` fixed-width entries of a packed log column."""
-    if len(packed) != n * width:
-        raise RuntimeError(
-            f"corrupt report log: a column of {n} entries of {width} bytes has {len(packed)} bytes"
-        )
-    return [packed[i : i + width] for i in range(0, n * width, width)]
-
-
-def _unavailable() -> ServiceError:
-    return ServiceError(grpc.StatusCode.UNAVAILABLE, "the aggregator is shutting down; retry")
+def _unavailable() -> Unavailable:
+    return Unavailable("the aggregator is shutting down; retry")
 
 
 def _settle(results: list[tuple[asyncio.Future[Any], object]]) -> None:
@@ -703,28 +456,3 @@ def _settle(results: list[tuple[asyncio.Future[Any], object]]) -> None:
             future.set_exception(value)
         else:
             future.set_result(value)
-
-
-def _release_to_json(record: ReleaseRecord) -> dict[str, Any]:
-    return asdict(record)
-
-
-def _release_from_json(data: dict[str, Any]) -> ReleaseRecord:
-    return ReleaseRecord(
-        query_id=data["query_id"],
-        participants=int(data["participants"]),
-        released_at=float(data["released_at"]),
-        estimates=tuple(
-            TargetRelease(
-                location_id=int(e["location_id"]),
-                estimate=float(e["estimate"]),
-                std_error=float(e["std_error"]),
-                ci_low=float(e["ci_low"]),
-                ci_high=float(e["ci_high"]),
-                participants=int(e["participants"]),
-                round_counts=tuple(int(c) for c in e["round_counts"]),
-            )
-            for e in data["estimates"]
-        ),
-        claims=tuple(dict(c) for c in data["claims"]),
-    )
