@@ -1,4 +1,4 @@
-"""Releases and the privacy ledger, inside the store's transaction (DESIGN.md section 3).
+"""Releases and the privacy ledger, inside the store's transaction (docs/design.md, "The ledger").
 
 Order of a release (each step sees only what the previous one decided):
   1. claims: the release's privacy cost for the public and the aggregator
