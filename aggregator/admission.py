@@ -11,25 +11,53 @@ from dataclasses import dataclass, field
 
 from aggregator.lifecycle import unknown_query
 from aggregator.model import Outcome, SubmitResult
-from aggregator.rounds import Accepted, QueryState, ReportColumns
+from aggregator.rounds import Accepted, Progress, QueryState, ReportColumns
 
 
 @dataclass
 class PendingChanges:
-    """Changes of one transaction not yet written: accepted reports and touched queries."""
+    """The changes of one transaction: reports accepted and not yet written, the queries it
+    touched, and what it takes to withdraw it all from memory if the transaction fails."""
 
-    accepted: dict[str, Accepted] = field(default_factory=dict)  # by query id
+    accepted: dict[str, Accepted] = field(default_factory=dict)  # by query id, not yet written
     touched: dict[str, QueryState] = field(default_factory=dict)
     report_count: int = 0
+    # For `withdraw`: every Accepted of the transaction in order, each touched query's progress
+    # before it, queries it created, and queries whose held reports it dropped (a release).
+    every_accepted: list[tuple[QueryState, Accepted]] = field(default_factory=list)
+    before: dict[str, Progress] = field(default_factory=dict)
+    created: set[str] = field(default_factory=set)
+    forgotten: set[str] = field(default_factory=set)
+
+    def touch(self, state: QueryState) -> None:
+        """Note that the transaction changes `state` (call before changing it)."""
+        query_id = state.spec.query_id
+        if query_id not in self.touched:
+            self.touched[query_id] = state
+            self.before[query_id] = state.progress()
 
     def accepted_for(self, state: QueryState) -> Accepted:
         """The reports this transaction accepts for `state`'s query (created on first use)."""
         query_id = state.spec.query_id
         accepted = self.accepted.get(query_id)
         if accepted is None:
+            self.touch(state)
             accepted = self.accepted[query_id] = state.new_accepted()
-            self.touched[query_id] = state
+            self.every_accepted.append((state, accepted))
         return accepted
+
+    def withdraw(self, states: dict[str, QueryState]) -> set[str]:
+        """Undo the transaction's changes to `states` in memory (it failed, nothing was
+        written). Returns the queries that must be read again from storage: those whose
+        held reports were dropped, which memory alone cannot bring back."""
+        for state, accepted in reversed(self.every_accepted):
+            state.withdraw(accepted)
+        for query_id, before in self.before.items():
+            self.touched[query_id].rewind(before)
+        for query_id in self.created:
+            states.pop(query_id, None)
+            self.touched.pop(query_id, None)
+        return self.forgotten - self.created
 
 
 def admit(

@@ -30,6 +30,8 @@ class AggregatorConfig:
     # port is plaintext (fine on 127.0.0.1; bearer tokens and reports cross a network in clear).
     tls_cert: str | Path | None = None
     tls_key: str | Path | None = None
+    # Server reflection lists the Collector (and health); True lists the Admin service too.
+    reflection_admin: bool = False
 
     @property
     def tls(self) -> bool:

@@ -8,6 +8,9 @@ and its message is written for the person who reads it.
 
 from __future__ import annotations
 
+# Longest identifier a message repeats back (query ids are at most 64 characters when valid).
+SHOWN_CHARS = 64
+
 
 class ServiceError(Exception):
     """A refused request, with a message a person can act on."""
@@ -46,3 +49,10 @@ class Unavailable(ServiceError):
 
 class StorageFailure(ServiceError):
     """Durable storage failed; nothing of the request happened and a retry may succeed."""
+
+
+def shown(identifier: str) -> str:
+    """`identifier` quoted for a message, cut to SHOWN_CHARS characters (input may be huge)."""
+    if len(identifier) <= SHOWN_CHARS:
+        return repr(identifier)
+    return f"{identifier[:SHOWN_CHARS]!r}... ({len(identifier)} characters)"

@@ -7,13 +7,15 @@ exist once (docs/design.md, "Protocol").
 
 from __future__ import annotations
 
-from aggregator.errors import AlreadyExists, FailedPrecondition, NotFound
+from aggregator.errors import AlreadyExists, FailedPrecondition, NotFound, shown
 from aggregator.model import QueryStatus
 from aggregator.rounds import QueryState
 
 
 def unknown_query(query_id: str) -> NotFound:
-    return NotFound(f"no query {query_id!r}; ListQueries (admin) or ListOpenQueries shows the ids")
+    return NotFound(
+        f"no query {shown(query_id)}; ListQueries (admin) or ListOpenQueries shows the ids"
+    )
 
 
 def duplicate_query(query_id: str) -> AlreadyExists:

@@ -21,10 +21,12 @@ depend on that delta.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
@@ -33,7 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.errors import Exhausted, FailedPrecondition, Invalid
+from aggregator.errors import Exhausted, FailedPrecondition, Invalid, ServiceError
 from aggregator.model import QueryInfo, ReleaseRecord, TargetRelease
 from aggregator.store.base import LedgerFn
 from ldpcollect.accounting.discrete_gaussian import (
@@ -43,6 +45,8 @@ from ldpcollect.accounting.discrete_gaussian import (
 from ldpcollect.accounting.ledger import BudgetExceeded, PrivacyLedger
 from ldpcollect.accounting.release_cost import PrivacyClaim, release_claims
 from ldpcollect.errors import ParameterError
+
+log = logging.getLogger(__name__)
 
 Counts = npt.NDArray[np.int64]
 
@@ -149,6 +153,22 @@ def refusal(query_id: str, exc: BudgetExceeded) -> Exhausted:
     )
 
 
+@contextmanager
+def _failures_refused(query_id: str) -> Iterator[None]:
+    """A computation that fails unexpectedly refuses the release (FailedPrecondition, nothing
+    changed) instead of escaping as an unknown error; the details go to the log."""
+    try:
+        yield
+    except ServiceError:
+        raise
+    except Exception as exc:
+        log.exception("computing the release of %r failed", query_id)
+        raise FailedPrecondition(
+            f"cannot release {query_id!r}: computing the release failed, so nothing was "
+            "released or charged; the aggregator's log has the details"
+        ) from exc
+
+
 class Releaser:
     """The ReleaseFn the store runs inside its transaction (callable), plus `prepare`, which
     computes the claims outside the store's writer so the transaction stays short."""
@@ -163,9 +183,16 @@ class Releaser:
 
     def prepare(self, query: QueryInfo, ledger_body: str | None) -> None:
         """Warm the claims cache at the current ledger's delta (optional; any thread)."""
-        self._acct.claims(query, StoredLedger.from_body(ledger_body).reporting_delta)
+        with _failures_refused(query.query_id):
+            self._acct.claims(query, StoredLedger.from_body(ledger_body).reporting_delta)
 
     def __call__(
+        self, query: QueryInfo, counts: Counts, ledger_body: str | None
+    ) -> tuple[ReleaseRecord, str | None]:
+        with _failures_refused(query.query_id):
+            return self._release(query, counts, ledger_body)
+
+    def _release(
         self, query: QueryInfo, counts: Counts, ledger_body: str | None
     ) -> tuple[ReleaseRecord, str | None]:
         stored = StoredLedger.from_body(ledger_body)

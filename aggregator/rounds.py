@@ -92,6 +92,17 @@ class Accepted:
     # Answers that enter the counts now: per round, packed answers of completed devices.
     completed_answers: list[list[bytes]] = field(default_factory=list)
     completed: int = 0
+    counted: bool = False  # whether `add_completed` added them to the counts
+
+
+class Progress(NamedTuple):
+    """A query's lifecycle position and totals, kept to rewind a failed transaction."""
+
+    status: QueryStatus
+    current_round: int
+    reports_per_round: tuple[int, ...]
+    completed_devices: int
+    held_runs: int
 
 
 class HeldRun(NamedTuple):
@@ -400,6 +411,52 @@ class QueryState:
         for round_index, answers in enumerate(accepted.completed_answers):
             self.counts[round_index] += column_sums(b"".join(answers), n_completed, n_targets)
         self.completed_devices += n_completed
+        accepted.counted = True
+
+    def progress(self) -> Progress:
+        return Progress(
+            self.status,
+            self.current_round,
+            tuple(self.reports_per_round),
+            self.completed_devices,
+            len(self.held_runs),
+        )
+
+    def withdraw(self, accepted: Accepted) -> None:
+        """Take back reports accepted in a transaction that then failed: out of the dedup
+        indexes and the counts. Withdraw a transaction's `Accepted` newest first, then
+        `rewind` to the progress from before it."""
+        ids = b"".join(accepted.report_ids)
+        packed = b"".join(accepted.pseudonyms)
+        pseudonyms = [
+            packed[i : i + REPORT_KEY_BYTES] for i in range(0, len(packed), REPORT_KEY_BYTES)
+        ]
+        for i in range(0, len(ids), REPORT_KEY_BYTES):
+            self.by_report_id.pop(ids[i : i + REPORT_KEY_BYTES], None)
+        self.devices_by_round[accepted.round - 1].difference_update(pseudonyms)
+        if self.rounds == 2 and accepted.round == 1:
+            for pseudonym in pseudonyms:
+                self.awaiting_round2.pop(pseudonym, None)
+        elif self.rounds == 2:
+            # Each round-2 report completed a device whose round-1 answers were waiting.
+            firsts = b"".join(accepted.completed_answers[0])
+            width = self.answer_bytes
+            for k, pseudonym in enumerate(pseudonyms):
+                self.awaiting_round2[pseudonym] = firsts[k * width : (k + 1) * width]
+        if accepted.counted:
+            n_targets = len(self.spec.targets)
+            for round_index, answers in enumerate(accepted.completed_answers):
+                self.counts[round_index] -= column_sums(
+                    b"".join(answers), accepted.completed, n_targets
+                )
+
+    def rewind(self, before: Progress) -> None:
+        """Back to `before` (see `withdraw`)."""
+        self.status = before.status
+        self.current_round = before.current_round
+        self.reports_per_round = list(before.reports_per_round)
+        self.completed_devices = before.completed_devices
+        del self.held_runs[before.held_runs :]
 
     def forget_reports(self) -> None:
         """After a release: individual reports are gone."""

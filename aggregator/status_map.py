@@ -20,6 +20,10 @@ from aggregator.errors import (
 from aggregator.model import Outcome
 from ldpcollect.errors import ParameterError
 
+# Longest status message sent: gRPC carries it in a header, and a megabyte-long echo of an
+# input would exceed the peer's metadata limit and arrive as a different error.
+MAX_MESSAGE_CHARS = 1_000
+
 STATUS_OF: dict[type[Exception], grpc.StatusCode] = {
     Invalid: grpc.StatusCode.INVALID_ARGUMENT,
     ParameterError: grpc.StatusCode.INVALID_ARGUMENT,
@@ -44,3 +48,10 @@ def status_of(refusal: ServiceError | ParameterError) -> grpc.StatusCode:
 def outcome_status(outcome: Outcome) -> grpc.StatusCode:
     """OK for an accepted or duplicate report, else its refusal's status."""
     return grpc.StatusCode.OK if outcome.refusal is None else status_of(outcome.refusal)
+
+
+def bounded(message: str) -> str:
+    """`message`, cut to MAX_MESSAGE_CHARS."""
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    return message[: MAX_MESSAGE_CHARS - 24] + " ... (message truncated)"

@@ -84,12 +84,20 @@ def serve(
             "--tls-key", envvar="LDPCOLLECT_TLS_KEY", help="PEM private key of --tls-cert."
         ),
     ] = None,
+    reflection: Annotated[
+        bool,
+        typer.Option(
+            "--reflection",
+            help="Let server reflection list the Admin service too (by default it lists "
+            "only the Collector and health).",
+        ),
+    ] = False,
 ) -> None:
     """Run the aggregator (gRPC Collector + Admin) until SIGINT/SIGTERM. Plaintext unless
     --tls-cert/--tls-key are given (a warning says so when listening beyond loopback)."""
     from ldpcollect_cli.serving import ServeSettings, serve_blocking
 
-    settings = ServeSettings(db, listen, admin_token, metrics_port, tls_cert, tls_key)
+    settings = ServeSettings(db, listen, admin_token, metrics_port, tls_cert, tls_key, reflection)
     guarded(lambda: serve_blocking(settings))
 
 

@@ -39,4 +39,4 @@ def guarded(work: Callable[[], None]) -> None:
 
 
 def _say(message: str) -> None:
-    stderr.print(Text.assemble(("error: ", "bold red"), message), highlight=False)
+    stderr.print(Text.assemble(("error: ", "bold red"), message), highlight=False, soft_wrap=True)

@@ -22,12 +22,13 @@ class ServeSettings:
     metrics_port: int | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    reflection: bool = False
 
 
 def serve_blocking(settings: ServeSettings) -> None:
     """Serve until SIGINT/SIGTERM. Prints one line `serving on host:port` once listening, so a
     caller that asked for port 0 learns the port; warns on stderr when a plaintext port is
-    reachable beyond this machine."""
+    reachable beyond this machine, and says so when the database file is new."""
     if not settings.admin_token:
         raise ParameterError(
             "admin token", "", "a non-empty token (--admin-token or LDPCOLLECT_ADMIN_TOKEN)"
@@ -45,10 +46,14 @@ def serve_blocking(settings: ServeSettings) -> None:
         metrics_port=settings.metrics_port,
         tls_cert=settings.tls_cert,
         tls_key=settings.tls_key,
+        reflection_admin=settings.reflection,
     )
     warning = plaintext_warning(config.listen, config.tls)
     if warning is not None:
         sys.stderr.write(f"WARNING: {warning}\n")
+        sys.stderr.flush()
+    if not settings.db.exists() and settings.db.parent.is_dir():
+        sys.stderr.write(f"note: {settings.db} does not exist; creating a new, empty database\n")
         sys.stderr.flush()
     run(config, on_started=announce)
 

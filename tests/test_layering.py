@@ -26,6 +26,7 @@ FORBIDDEN = {
 GRPC_EDGE = {
     "aggregator.server",  # the gRPC server and its options
     "aggregator.service",  # the servicers
+    "aggregator.rpc_handlers",  # their registration: request bytes decoded, aborts bounded
     "aggregator.status_map",  # refusals -> statuses, the one table
     "aggregator.metrics",  # metrics labelled by status
 }

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import queue
 import sqlite3
 import threading
@@ -116,8 +117,11 @@ class SqliteStore(Snapshots):
         group_wait_s: float = 0.0,
         commit_delay_s: float = 0.002,
         synchronous: str = "FULL",
+        max_pages: int | None = None,
         observer: CommitObserver | None = None,
     ) -> None:
+        """`max_pages` caps the file's size in pages (PRAGMA max_page_count, 4 KiB pages):
+        beyond it writes fail as on a full disk."""
         if synchronous.upper() not in {"FULL", "NORMAL", "EXTRA"}:
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, got {synchronous!r}")
         super().__init__()
@@ -126,6 +130,7 @@ class SqliteStore(Snapshots):
         self._group_wait_s = group_wait_s
         self._commit_delay_s = commit_delay_s
         self._synchronous = synchronous.upper()
+        self._max_pages = max_pages
         self._observer = observer
         self._queue: queue.SimpleQueue[_Request | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -140,20 +145,38 @@ class SqliteStore(Snapshots):
     # ------------------------------------------------------------------ lifecycle
 
     async def open(self) -> None:
+        """Open (or create, mode 0600) the file and load it; a file that cannot be used raises
+        `DatabaseUnusable` naming it and what to do."""
         self._loop = asyncio.get_running_loop()
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        try:
+            _create_private(self._path)
+            self._conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            self._prepare()
+        except Exception as exc:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+            raise DatabaseUnusable(self._path, exc) from exc
+        self._publish(self._states.values())
+        self._thread = threading.Thread(target=self._writer, name="sqlite-writer", daemon=True)
+        self._thread.start()
+
+    def _prepare(self) -> None:
+        conn = self._sql()
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":
-            raise RuntimeError(f"could not switch {self._path} to WAL mode (got {mode})")
+            raise RuntimeError(f"could not switch to WAL mode (got {mode})")
         conn.execute(f"PRAGMA synchronous={self._synchronous}")
-        self._conn = conn
+        # Deleted reports are overwritten, not just unlinked (some builds default to off).
+        conn.execute("PRAGMA secure_delete=ON")
+        if self._max_pages is not None:
+            conn.execute(f"PRAGMA max_page_count={int(self._max_pages)}")
         self._migrate_legacy_reports()
         for statement in SCHEMA:
             conn.execute(statement)
         self._load()
-        self._publish(self._states.values())
-        self._thread = threading.Thread(target=self._writer, name="sqlite-writer", daemon=True)
-        self._thread.start()
+        # Old log frames may still hold deleted reports (e.g. a kill right after a release).
+        self._checkpoint()
 
     async def close(self) -> None:
         if self._thread is None:
@@ -181,6 +204,7 @@ class SqliteStore(Snapshots):
             state = QueryState.new(spec, created_at)
             self._sql().execute(_INSERT_QUERY, QueryRow.of(state))
             self._states[spec.query_id] = state
+            changes.created.add(spec.query_id)
             changes.touched[spec.query_id] = state
             return state.snapshot()
 
@@ -190,8 +214,8 @@ class SqliteStore(Snapshots):
     async def advance_round(self, query_id: str) -> QueryInfo:
         def run(changes: PendingChanges) -> QueryInfo:
             state = self._state(query_id)
+            changes.touch(state)
             lifecycle.advance_round(state)
-            changes.touched[query_id] = state
             return state.snapshot()
 
         result: QueryInfo = await self._enqueue(run)
@@ -200,8 +224,8 @@ class SqliteStore(Snapshots):
     async def close_query(self, query_id: str) -> QueryInfo:
         def run(changes: PendingChanges) -> QueryInfo:
             state = self._state(query_id)
+            changes.touch(state)
             lifecycle.close(state)
-            changes.touched[query_id] = state
             return state.snapshot()
 
         result: QueryInfo = await self._enqueue(run)
@@ -222,8 +246,9 @@ class SqliteStore(Snapshots):
             conn.execute("DELETE FROM reports WHERE query_id = ?", (query_id,))
             self._release_records[query_id] = record
             self._report_counts[query_id] = 0
+            changes.touch(state)
+            changes.forgotten.add(query_id)
             lifecycle.mark_released(state)
-            changes.touched[query_id] = state
             return record
 
         result: ReleaseRecord = await self._enqueue(run)
@@ -315,12 +340,13 @@ class SqliteStore(Snapshots):
         return None, False, n_reports
 
     def _commit_group(self, batch: list[_Request], n_reports: int) -> None:
-        assert self._conn is not None
+        conn = self._sql()
         started = time.perf_counter()
         changes = PendingChanges()
         results: list[tuple[asyncio.Future[Any], object]] = []
+        ledger_before, report_counts_before = self._ledger_body, dict(self._report_counts)
         try:
-            self._conn.execute("BEGIN IMMEDIATE")
+            conn.execute("BEGIN IMMEDIATE")
             for request in batch:
                 if request.n_reports == 0:
                     # Admin changes see every report queued before them.
@@ -330,24 +356,50 @@ class SqliteStore(Snapshots):
                 except ServiceError as exc:
                     results.append((request.future, exc))
             self._flush(changes)
-            self._conn.executemany(
+            conn.executemany(
                 _UPDATE_PROGRESS,
                 [(*progress_values(s), s.spec.query_id) for s in changes.touched.values()],
             )
-            self._conn.execute("COMMIT")
-        except Exception as exc:  # a failed transaction: nothing of this group happened
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:  # storage refused the transaction: nothing of it happened
+            log.error("transaction of %d request(s) failed in %s: %s", len(batch), self._path, exc)
+            self._rollback()
+            reread = changes.withdraw(self._states)
+            for query_id in changes.forgotten:
+                self._release_records.pop(query_id, None)
+            self._ledger_body, self._report_counts = ledger_before, report_counts_before
+            if reread:
+                self._load(only=reread)
+                changes.touched.update((qid, self._states[qid]) for qid in reread)
+            error = _storage_error(exc)
+            results = [(request.future, error) for request in batch]
+        except Exception:  # a defect: memory may be half-changed, so read everything again
             log.exception("transaction failed; reloading state from %s", self._path)
-            if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
+            self._rollback()
             self._load()
             changes.touched = dict(self._states)
-            error = StorageFailure(f"storage failure, retry: {exc}")
+            error = StorageFailure("internal error while storing; nothing was stored; retry")
             results = [(request.future, error) for request in batch]
+        else:
+            if changes.forgotten:
+                # A release deleted reports: take them out of the write-ahead log file too.
+                self._checkpoint()
         self._publish(changes.touched.values())
         elapsed = time.perf_counter() - started
         if self._observer is not None:
             self._observer.observe_commit(elapsed, len(batch), n_reports)
         self._resolve(results)
+
+    def _rollback(self) -> None:
+        conn = self._sql()
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+    def _checkpoint(self) -> None:
+        """Copy the write-ahead log into the file and truncate it to zero bytes."""
+        busy, _, _ = self._sql().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            log.warning("could not truncate the write-ahead log of %s (busy)", self._path)
 
     def _resolve(self, results: list[tuple[asyncio.Future[Any], object]]) -> None:
         if self._loop is None or not results:
@@ -422,26 +474,79 @@ class SqliteStore(Snapshots):
             raise
         log.info("converted %s to the report log layout", self._path)
 
-    def _load(self) -> None:
-        """(Re)build all writer-owned state from the committed file."""
+    def _load(self, only: set[str] | None = None) -> None:
+        """(Re)build the writer-owned state from the committed file: all of it, or the
+        queries in `only` (their rows and report log)."""
         conn = self._sql()
-        self._states = {}
-        for values in conn.execute(f"SELECT {', '.join(QueryRow._fields)} FROM queries"):
+        where = ""
+        args: tuple[str, ...] = ()
+        if only is not None:
+            where = f" WHERE query_id IN ({', '.join('?' * len(only))})"
+            args = tuple(sorted(only))
+        else:
+            self._states = {}
+        for values in conn.execute(
+            f"SELECT {', '.join(QueryRow._fields)} FROM queries{where}", args
+        ):
             row = QueryRow(*values)
             self._states[row.query_id] = row.to_state()
-        self._report_counts = {}
-        for values in conn.execute(f"SELECT {', '.join(LogRow._fields)} FROM reports ORDER BY seq"):
+        counts: dict[str, int] = {}
+        for values in conn.execute(
+            f"SELECT {', '.join(LogRow._fields)} FROM reports{where} ORDER BY seq", args
+        ):
             log_row = LogRow(*values)
             log_row.restore(self._states[log_row.query_id])
-            self._report_counts[log_row.query_id] = (
-                self._report_counts.get(log_row.query_id, 0) + log_row.n
-            )
+            counts[log_row.query_id] = counts.get(log_row.query_id, 0) + log_row.n
+        if only is not None:
+            for query_id in only:
+                self._report_counts[query_id] = counts.get(query_id, 0)
+            return
+        self._report_counts = counts
         self._release_records = {
             qid: release_from_json(body)
             for qid, body in conn.execute("SELECT query_id, body FROM releases")
         }
         row = conn.execute("SELECT body FROM ledger WHERE id = 1").fetchone()
         self._ledger_body = None if row is None else str(row[0])
+
+
+class DatabaseUnusable(OSError):
+    """The database file cannot be opened or read; the message names it and what to do."""
+
+    def __init__(self, path: str, cause: BaseException) -> None:
+        if isinstance(cause, sqlite3.DatabaseError) and not isinstance(
+            cause, sqlite3.OperationalError
+        ):
+            what = (
+                "it is damaged or not an ldpcollect database; restore it from a backup, or "
+                "pass --db with a new file name to start an empty database"
+            )
+        elif isinstance(cause, sqlite3.OperationalError | PermissionError | FileNotFoundError):
+            what = (
+                "it cannot be opened; check that the file and its directory exist and that "
+                "this user may read and write both"
+            )
+        else:
+            what = (
+                "its contents cannot be read back; restore it from a backup, or pass --db with "
+                "a new file name to start an empty database"
+            )
+        super().__init__(f"cannot use the database {path}: {what} ({cause})")
+
+
+def _create_private(path: str) -> None:
+    """Create the database file readable by this user only (SQLite gives its -wal and -shm
+    files the same mode); an existing file is left as it is."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+
+
+def _storage_error(exc: sqlite3.Error) -> ServiceError:
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+        return Unavailable(
+            "the aggregator's storage is full: nothing of this request was stored; retry later"
+        )
+    return StorageFailure(f"storage failure, nothing of this request was stored; retry: {exc}")
 
 
 def _unavailable() -> Unavailable:

@@ -19,9 +19,10 @@ from contextlib import closing
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from aggregator.errors import AlreadyExists, StorageFailure
-from aggregator.model import QueryStatus
+from aggregator.errors import AlreadyExists, StorageFailure, Unavailable
+from aggregator.model import QueryStatus, ReportIn
 from aggregator.rounds import ReportColumns
 from aggregator.store.sqlite import SqliteStore
 from tests.aggregator.store_contract import (
@@ -204,3 +205,97 @@ async def test_a_file_in_the_per_report_layout_is_converted_on_open(tmp_path: Pa
     with closing(sqlite3.connect(db)) as conn, conn:
         columns = [row[1] for row in conn.execute("PRAGMA table_info(reports)")]
     assert "report_ids" in columns and "report_id" not in columns
+
+
+async def test_a_full_disk_is_unavailable_and_withdrawn_from_memory_without_a_reload(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = tmp_path / "full.db"
+    store = SqliteStore(db, max_pages=16)  # a 64 KiB file: full after a few groups
+    await store.open()
+    acknowledged: list[ReportIn] = []
+    refused: list[ReportIn] = []
+    try:
+        await store.create_query(spec("q", SP), 0.0)
+        for group in range(100):
+            run = rr_run(group * 50, 50, group)
+            try:
+                await store.submit(ReportColumns.of(run))
+            except Unavailable as exc:
+                assert "storage is full" in exc.message and "retry" in exc.message
+                refused = run
+                break
+            acknowledged += run
+        assert refused and acknowledged
+        info = store.query("q")
+        assert info is not None and list(info.reports_per_round) == [len(acknowledged), 0]
+        assert store.stored_report_count("q") == len(acknowledged)
+        # The refused reports were taken out of memory: sent again, one is new (accepted if
+        # it fits in the space left, else refused again), never a duplicate.
+        try:
+            one = await store.submit(ReportColumns.of(refused[:1]))
+        except Unavailable:
+            pass
+        else:
+            assert (one.accepted, one.duplicates) == (1, 0)
+            acknowledged, refused = acknowledged + refused[:1], refused[1:]
+        again = await store.submit(ReportColumns.of(acknowledged[:3]))
+        assert (again.accepted, again.duplicates) == (0, 3)
+    finally:
+        await store.close()
+    assert not [r for r in caplog.records if "reloading state" in r.getMessage()]
+    # With room again, the refused group is accepted as new.
+    store = SqliteStore(db)
+    await store.open()
+    try:
+        retried = await store.submit(ReportColumns.of(refused))
+        assert retried.accepted == len(refused)
+        info = store.query("q")
+        assert info is not None
+        assert list(info.reports_per_round) == [len(acknowledged) + len(refused), 0]
+    finally:
+        await store.close()
+
+
+async def test_a_round_two_group_refused_for_space_leaves_its_devices_waiting(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "full2.db"
+    store = SqliteStore(db, max_pages=16)
+    await store.open()
+    round1: list[ReportIn] = []
+    try:
+        await store.create_query(spec("q", SP), 0.0)
+        for group in range(100):
+            run = rr_run(group * 50, 50, group)
+            try:
+                await store.submit(ReportColumns.of(run))
+            except Unavailable:
+                break
+            round1 += run
+        await store.advance_round("q")
+        round2 = [r._replace(round=2, report_id=key(10**7 + i)) for i, r in enumerate(round1)]
+        with pytest.raises(Unavailable):
+            await store.submit(ReportColumns.of(round2))
+        info = store.query("q")
+        assert info is not None and info.completed_devices == 0
+        assert not store.counts("q").any()
+        # The devices still wait for round 2: one sent alone is accepted if it fits (not
+        # refused for lacking round 1), else refused for space again.
+        try:
+            one = await store.submit(ReportColumns.of(round2[:1]))
+        except Unavailable:
+            pass
+        else:
+            assert (one.accepted, one.rejected) == (1, [])
+    finally:
+        await store.close()
+    store = SqliteStore(db)
+    await store.open()
+    try:
+        result = await store.submit(ReportColumns.of(round2))
+        assert result.accepted + result.duplicates == len(round2) and not result.rejected
+        info = store.query("q")
+        assert info is not None and info.completed_devices == len(round1)
+    finally:
+        await store.close()
