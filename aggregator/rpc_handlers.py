@@ -50,7 +50,7 @@ class _Malformed(Invalid):
 
 
 class _Guard:
-    """The context of one call, with aborts whose messages are bounded."""
+    """One method's request type, and how its handler turns failures into statuses."""
 
     def __init__(self, method: MethodDescriptor) -> None:
         self.name = f"{method.containing_service.name}.{method.name}"
