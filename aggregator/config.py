@@ -40,6 +40,8 @@ class AggregatorConfig:
     # Mutual TLS: PEM CA certificate(s); when set, every client must present a certificate
     # signed by one of them (devices enrolled by the operator, a leader calling its helper).
     tls_client_ca: str | Path | None = None
+    # Server reflection lists the Collector (and health); True lists the Admin service too.
+    reflection_admin: bool = False
 
     @property
     def tls(self) -> bool:

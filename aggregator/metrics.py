@@ -9,7 +9,8 @@ from typing import Any
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 
-from aggregator.store.base import SubmitResult
+from aggregator.model import SubmitResult
+from aggregator.status_map import outcome_status
 
 _SIZE_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000)
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
@@ -72,7 +73,7 @@ class AggregatorMetrics:
         if result.duplicates:
             self.duplicates.inc(result.duplicates)
         if result.rejected:
-            tally = Tally(outcome.code.name for _, outcome in result.rejected)
+            tally = Tally(outcome_status(outcome).name for _, outcome in result.rejected)
             for reason, n in tally.items():
                 self.rejected.labels(reason=reason).inc(n)
 

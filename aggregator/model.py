@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import NamedTuple
 
-import grpc
-
+from aggregator.errors import ServiceError
 from ldpcollect.mechanisms import Mechanism
 
 
@@ -60,19 +59,35 @@ class ReportIn(NamedTuple):
 
 
 class Outcome(NamedTuple):
-    """What happened to one report: accepted, duplicate (both durable) or rejected."""
+    """What happened to one report: accepted, duplicate (both durable) or refused (why)."""
 
-    code: grpc.StatusCode
-    message: str = ""
+    refusal: ServiceError | None = None
     duplicate: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.code == grpc.StatusCode.OK
+        return self.refusal is None
+
+    @property
+    def message(self) -> str:
+        return "" if self.refusal is None else self.refusal.message
 
 
-ACCEPTED = Outcome(grpc.StatusCode.OK)
-DUPLICATE = Outcome(grpc.StatusCode.OK, duplicate=True)
+ACCEPTED = Outcome()
+DUPLICATE = Outcome(duplicate=True)
+
+
+@dataclass
+class SubmitResult:
+    """What became of one submission's reports.
+
+    `accepted` (new) and `duplicates` (acknowledged again, counted once) are durable when the
+    result is returned; `rejected` lists (index in the submission, outcome) in order.
+    """
+
+    accepted: int = 0
+    duplicates: int = 0
+    rejected: list[tuple[int, Outcome]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
-"""Releases and the privacy ledger, inside the store's transaction (DESIGN.md section 3).
+"""Releases and the privacy ledger, inside the store's transaction (docs/design.md, "The ledger").
 
 Order of a release (each step sees only what the previous one decided):
   1. claims: the release's privacy cost for the public and the aggregator
      (`ldpcollect.accounting.release_cost.release_claims`, from the query's mechanism, target
      count and noise sigma, at the ledger's reporting delta);
   2. filter: `PrivacyLedger.check` refuses a release that would exceed the budget with
-     RESOURCE_EXHAUSTED (spent, requested, remaining) BEFORE anything is computed or noised;
+     `Exhausted` (spent, requested, remaining) BEFORE anything is computed or noised;
   3. noise: exact discrete Gaussian noise on every released round count (when requested);
   4. estimate with the mechanism's own estimator (noise variance included in the error);
   5. charge the ledger;
@@ -21,20 +21,21 @@ depend on that delta.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
-import grpc
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.errors import ServiceError
+from aggregator.errors import Exhausted, FailedPrecondition, Invalid, ServiceError
 from aggregator.model import QueryInfo, ReleaseRecord, TargetRelease
 from aggregator.store.base import LedgerFn
 from ldpcollect.accounting.discrete_gaussian import (
@@ -45,6 +46,8 @@ from ldpcollect.accounting.ledger import BudgetExceeded, PrivacyLedger
 from ldpcollect.accounting.release_cost import PrivacyClaim, release_claims
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms.no_privacy import gives_no_privacy
+
+log = logging.getLogger(__name__)
 
 Counts = npt.NDArray[np.int64]
 
@@ -136,8 +139,7 @@ class ReleaseAccounting:
                         for claim in cached
                     )
             except ParameterError as exc:
-                raise ServiceError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
+                raise FailedPrecondition(
                     f"cannot account for releasing {query.query_id!r}: {exc}",
                 ) from exc
             with self._lock:
@@ -155,13 +157,28 @@ class ReleaseAccounting:
         return noise, discrete_gaussian_variance(sigma_sq)
 
 
-def refusal(query_id: str, exc: BudgetExceeded) -> ServiceError:
-    return ServiceError(
-        grpc.StatusCode.RESOURCE_EXHAUSTED,
+def refusal(query_id: str, exc: BudgetExceeded) -> Exhausted:
+    return Exhausted(
         f"release of {query_id!r} refused, nothing was computed or changed: {exc} "
         "SetBudget can raise the budget (sound only if that decision does not depend on "
         "released results).",
     )
+
+
+@contextmanager
+def _failures_refused(query_id: str) -> Iterator[None]:
+    """A computation that fails unexpectedly refuses the release (FailedPrecondition, nothing
+    changed) instead of escaping as an unknown error; the details go to the log."""
+    try:
+        yield
+    except ServiceError:
+        raise
+    except Exception as exc:
+        log.exception("computing the release of %r failed", query_id)
+        raise FailedPrecondition(
+            f"cannot release {query_id!r}: computing the release failed, so nothing was "
+            "released or charged; the aggregator's log has the details"
+        ) from exc
 
 
 class Releaser:
@@ -178,9 +195,16 @@ class Releaser:
 
     def prepare(self, query: QueryInfo, ledger_body: str | None) -> None:
         """Warm the claims cache at the current ledger's delta (optional; any thread)."""
-        self._acct.claims(query, StoredLedger.from_body(ledger_body).reporting_delta)
+        with _failures_refused(query.query_id):
+            self._acct.claims(query, StoredLedger.from_body(ledger_body).reporting_delta)
 
     def __call__(
+        self, query: QueryInfo, counts: Counts, ledger_body: str | None
+    ) -> tuple[ReleaseRecord, str | None]:
+        with _failures_refused(query.query_id):
+            return self._release(query, counts, ledger_body)
+
+    def _release(
         self, query: QueryInfo, counts: Counts, ledger_body: str | None
     ) -> tuple[ReleaseRecord, str | None]:
         stored = StoredLedger.from_body(ledger_body)
@@ -208,7 +232,7 @@ class Releaser:
         except BudgetExceeded as exc:  # cannot happen after check; kept for safety
             raise refusal(query.query_id, exc) from exc
         except ParameterError as exc:
-            raise ServiceError(grpc.StatusCode.FAILED_PRECONDITION, str(exc)) from exc
+            raise FailedPrecondition(str(exc)) from exc
         record = ReleaseRecord(
             query_id=query.query_id,
             participants=n,
@@ -242,7 +266,7 @@ def _validated_budget(epsilon: float, delta: float) -> PrivacyLedger:
     try:
         return PrivacyLedger(epsilon, delta)
     except ParameterError as exc:
-        raise ServiceError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from exc
+        raise Invalid(str(exc)) from exc
 
 
 def _budget_amount(ledger: PrivacyLedger) -> float:
@@ -252,8 +276,8 @@ def _budget_amount(ledger: PrivacyLedger) -> float:
 def set_budget_function(
     epsilon: float, delta: float, clock: Callable[[], float] = time.time
 ) -> LedgerFn:
-    """A LedgerFn setting the budget. Validates first (INVALID_ARGUMENT); refuses a budget below
-    what is already spent (FAILED_PRECONDITION). Raising a budget (or removing it, epsilon 0)
+    """A LedgerFn setting the budget. Validates first (`Invalid`); refuses a budget below
+    what is already spent (`FailedPrecondition`). Raising a budget (or removing it, epsilon 0)
     after releases is allowed and recorded: it is sound only if not decided from released
     results, which the ledger's notes say."""
     _validated_budget(epsilon, delta)
@@ -266,8 +290,7 @@ def set_budget_function(
             spent, amount = new.spent(), _budget_amount(new)
             if not spent <= amount:
                 unit = new.currency
-                raise ServiceError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
+                raise FailedPrecondition(
                     f"budget (epsilon {epsilon:g}, delta {delta:g}) is {unit} {amount:.6g}, "
                     f"below the {unit} {spent:.6g} already spent by {len(new.releases)} "
                     "release(s); a budget cannot be lowered below what is spent"

@@ -1,4 +1,4 @@
-"""In-memory state of one query and the rules a report must pass (DESIGN.md section 4).
+"""In-memory state of one query and the rules a report must pass (docs/design.md, "Protocol").
 
 Owned by the store's single writer thread: every change happens there, in order, so two
 concurrent copies of one report can never both be counted. This state is the authority for
@@ -21,10 +21,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-import grpc
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.errors import AlreadyExists, FailedPrecondition, Invalid
 from aggregator.model import (
     ACCEPTED,
     DUPLICATE,
@@ -92,6 +92,17 @@ class Accepted:
     # Answers that enter the counts now: per round, packed answers of completed devices.
     completed_answers: list[list[bytes]] = field(default_factory=list)
     completed: int = 0
+    counted: bool = False  # whether `add_completed` added them to the counts
+
+
+class Progress(NamedTuple):
+    """A query's lifecycle position and totals, kept to rewind a failed transaction."""
+
+    status: QueryStatus
+    current_round: int
+    reports_per_round: tuple[int, ...]
+    completed_devices: int
+    held_runs: int
 
 
 class HeldRun(NamedTuple):
@@ -209,19 +220,20 @@ class QueryState:
         """Validate one report; when it is new and valid, record it and return ACCEPTED.
 
         Checks, in order: key lengths, idempotency (same id: duplicate if identical, else
-        ALREADY_EXISTS), query open, round, answer length and padding, one report per device
-        and round, and for round 2 a round-1 report from the same device.
+        AlreadyExists), query open, round, answer length and padding, one report per device and
+        round, and for round 2 a round-1 report from the same device.
         """
         qid = self.spec.query_id
         if len(report.report_id) != REPORT_KEY_BYTES:
             return Outcome(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"report_id must be {REPORT_KEY_BYTES} bytes, got {len(report.report_id)}",
+                Invalid(f"report_id must be {REPORT_KEY_BYTES} bytes, got {len(report.report_id)}")
             )
         if len(report.pseudonym) != REPORT_KEY_BYTES:
             return Outcome(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"device_pseudonym must be {REPORT_KEY_BYTES} bytes, got {len(report.pseudonym)}",
+                Invalid(
+                    f"device_pseudonym must be {REPORT_KEY_BYTES} bytes, "
+                    f"got {len(report.pseudonym)}"
+                )
             )
         run = self.by_report_id.get(report.report_id)
         if run is not None:
@@ -236,48 +248,55 @@ class QueryState:
             ):
                 return DUPLICATE
             return Outcome(
-                grpc.StatusCode.ALREADY_EXISTS,
-                f"report_id {report.report_id.hex()} was already used for a different report "
-                f"in query {qid!r}; use a fresh report id for a new report",
+                AlreadyExists(
+                    f"report_id {report.report_id.hex()} was already used for a different report "
+                    f"in query {qid!r}; use a fresh report id for a new report"
+                )
             )
         if self.status != QueryStatus.OPEN:
             return Outcome(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"query {qid!r} is {self.status.name.lower()} and accepts no more reports",
+                FailedPrecondition(
+                    f"query {qid!r} is {self.status.name.lower()} and accepts no more reports"
+                )
             )
         if report.round != self.current_round:
             return Outcome(
-                grpc.StatusCode.FAILED_PRECONDITION,
-                f"query {qid!r} is accepting round {self.current_round} of {self.rounds}, "
-                f"not round {report.round}",
+                FailedPrecondition(
+                    f"query {qid!r} is accepting round {self.current_round} of {self.rounds}, "
+                    f"not round {report.round}"
+                )
             )
         answers = report.answers
         if len(answers) != self.answer_bytes:
             return Outcome(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"answers must be {self.answer_bytes} bytes (one bit per each of "
-                f"{len(self.spec.targets)} targets, packed), got {len(answers)}",
+                Invalid(
+                    f"answers must be {self.answer_bytes} bytes (one bit per each of "
+                    f"{len(self.spec.targets)} targets, packed), got {len(answers)}"
+                )
             )
         if self.padding_mask and answers[-1] & self.padding_mask:
             return Outcome(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"answers has nonzero padding bits: the last "
-                f"{8 - len(self.spec.targets) % 8} bits of the last byte must be 0",
+                Invalid(
+                    f"answers has nonzero padding bits: the last "
+                    f"{8 - len(self.spec.targets) % 8} bits of the last byte must be 0"
+                )
             )
         devices = self.devices_by_round[report.round - 1]
         if report.pseudonym in devices:
             return Outcome(
-                grpc.StatusCode.ALREADY_EXISTS,
-                f"device {report.pseudonym.hex()} already reported round {report.round} "
-                f"of query {qid!r} under another report id",
+                AlreadyExists(
+                    f"device {report.pseudonym.hex()} already reported round {report.round} "
+                    f"of query {qid!r} under another report id"
+                )
             )
         if self.rounds == 2 and report.round == 2:
             first = self.awaiting_round2.pop(report.pseudonym, None)
             if first is None:
                 return Outcome(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"device {report.pseudonym.hex()} has no round-1 report in query {qid!r}; "
-                    f"only devices that answered round 1 can answer round 2",
+                    FailedPrecondition(
+                        f"device {report.pseudonym.hex()} has no round-1 report in query {qid!r}; "
+                        f"only devices that answered round 1 can answer round 2"
+                    )
                 )
             accepted.completed_answers[0].append(first)
             accepted.completed_answers[1].append(answers)
@@ -392,6 +411,52 @@ class QueryState:
         for round_index, answers in enumerate(accepted.completed_answers):
             self.counts[round_index] += column_sums(b"".join(answers), n_completed, n_targets)
         self.completed_devices += n_completed
+        accepted.counted = True
+
+    def progress(self) -> Progress:
+        return Progress(
+            self.status,
+            self.current_round,
+            tuple(self.reports_per_round),
+            self.completed_devices,
+            len(self.held_runs),
+        )
+
+    def withdraw(self, accepted: Accepted) -> None:
+        """Take back reports accepted in a transaction that then failed: out of the dedup
+        indexes and the counts. Withdraw a transaction's `Accepted` newest first, then
+        `rewind` to the progress from before it."""
+        ids = b"".join(accepted.report_ids)
+        packed = b"".join(accepted.pseudonyms)
+        pseudonyms = [
+            packed[i : i + REPORT_KEY_BYTES] for i in range(0, len(packed), REPORT_KEY_BYTES)
+        ]
+        for i in range(0, len(ids), REPORT_KEY_BYTES):
+            self.by_report_id.pop(ids[i : i + REPORT_KEY_BYTES], None)
+        self.devices_by_round[accepted.round - 1].difference_update(pseudonyms)
+        if self.rounds == 2 and accepted.round == 1:
+            for pseudonym in pseudonyms:
+                self.awaiting_round2.pop(pseudonym, None)
+        elif self.rounds == 2:
+            # Each round-2 report completed a device whose round-1 answers were waiting.
+            firsts = b"".join(accepted.completed_answers[0])
+            width = self.answer_bytes
+            for k, pseudonym in enumerate(pseudonyms):
+                self.awaiting_round2[pseudonym] = firsts[k * width : (k + 1) * width]
+        if accepted.counted:
+            n_targets = len(self.spec.targets)
+            for round_index, answers in enumerate(accepted.completed_answers):
+                self.counts[round_index] -= column_sums(
+                    b"".join(answers), accepted.completed, n_targets
+                )
+
+    def rewind(self, before: Progress) -> None:
+        """Back to `before` (see `withdraw`)."""
+        self.status = before.status
+        self.current_round = before.current_round
+        self.reports_per_round = list(before.reports_per_round)
+        self.completed_devices = before.completed_devices
+        del self.held_runs[before.held_runs :]
 
     def forget_reports(self) -> None:
         """After a release: individual reports are gone."""

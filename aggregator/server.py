@@ -27,14 +27,23 @@ from grpc_reflection.v1alpha import reflection
 from aggregator.config import AggregatorConfig
 from aggregator.metrics import AggregatorMetrics
 from aggregator.release import release_function
-from aggregator.service import AdminService, CollectorService, add_collector_to_server
+from aggregator.rpc_handlers import add_services
+from aggregator.service import AdminService, CollectorService
 from aggregator.store.sqlite import SqliteStore
 from ldpcollect.v1 import ldpcollect_pb2 as pb
-from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAMES = tuple(s.full_name for s in pb.DESCRIPTOR.services_by_name.values())
+COLLECTOR_SERVICE = pb.DESCRIPTOR.services_by_name["Collector"].full_name
+ADMIN_SERVICE = pb.DESCRIPTOR.services_by_name["Admin"].full_name
+
+
+def reflected_services(config: AggregatorConfig) -> tuple[str, ...]:
+    """What reflection lists: the Collector and health to anyone; the Admin service only when
+    the operator asks (`serve --reflection`), so a scan does not advertise it."""
+    admin = (ADMIN_SERVICE,) if config.reflection_admin else ()
+    return (COLLECTOR_SERVICE, *admin, health.SERVICE_NAME, reflection.SERVICE_NAME)
 
 
 def _read_pem(path: str | Path, what: str, marker: bytes) -> bytes:
@@ -148,7 +157,8 @@ class AggregatorServer:
             ("grpc.max_send_message_length", max(self.config.max_message_bytes, 4 << 20)),
         ]
         server = grpc.aio.server(options=options)
-        add_collector_to_server(
+        add_services(
+            server,
             CollectorService(
                 self.store,
                 self.metrics,
@@ -156,16 +166,11 @@ class AggregatorServer:
                 self.config.stream_chunk_reports,
                 self.config.overload_limits,
             ),
-            server,
-        )
-        pb_grpc.add_AdminServicer_to_server(
-            AdminService(self.store, self.config.admin_token, release_function()), server
+            AdminService(self.store, self.config.admin_token, release_function()),
         )
         self._health = AsyncHealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        reflection.enable_server_reflection(
-            (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
+        reflection.enable_server_reflection(reflected_services(self.config), server)
         try:
             if credentials is None:
                 port = server.add_insecure_port(self.config.listen)

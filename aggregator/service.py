@@ -8,13 +8,14 @@ import hmac
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, NoReturn, Protocol, TypeVar, cast
+from typing import Any, NoReturn, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError
 
 from aggregator.batch_codec import decode_batch, report_columns
-from aggregator.errors import ServiceError
+from aggregator.errors import NotFound, ServiceError, shown
+from aggregator.lifecycle import unknown_query
 from aggregator.metrics import AggregatorMetrics
 from aggregator.model import QuerySpec, QueryStatus
 from aggregator.overload import (
@@ -26,6 +27,7 @@ from aggregator.overload import (
 from aggregator.protoconv import ledger_to_proto, query_to_proto, release_to_proto
 from aggregator.release import Releaser, release_function, set_budget_function
 from aggregator.rounds import ReportColumns
+from aggregator.status_map import bounded, outcome_status, status_of
 from aggregator.store.base import ReleaseFn, Store, SubmitResult
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import validate_targets
@@ -44,14 +46,10 @@ T = TypeVar("T")
 
 # Stream chunks in flight per stream before the reader waits (bounds memory on long streams).
 _MAX_INFLIGHT_CHUNKS = 8
-COLLECTOR_SERVICE = pb.DESCRIPTOR.services_by_name["Collector"].full_name
 
 
 async def _fail(context: Context, exc: ServiceError | ParameterError) -> NoReturn:
-    if isinstance(exc, ParameterError):
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-    else:
-        await context.abort(exc.code, exc.message)
+    await context.abort(status_of(exc), bounded(str(exc)))
     raise AssertionError("unreachable: abort raises")
 
 
@@ -65,10 +63,7 @@ async def _guarded(context: Context, work: Awaitable[T]) -> T:
 def _lookup(store: Store, query_id: str) -> pb.Query:
     info = store.query(query_id)
     if info is None:
-        raise ServiceError(
-            grpc.StatusCode.NOT_FOUND,
-            f"no query {query_id!r}; ListQueries (admin) or ListOpenQueries shows the ids",
-        )
+        raise unknown_query(query_id)
     return query_to_proto(info)
 
 
@@ -151,7 +146,7 @@ class CollectorService(pb_grpc.CollectorServicer):
         self._metrics.observe_submission(result)
         if result.rejected:
             outcome = result.rejected[0][1]
-            await context.abort(outcome.code, outcome.message)
+            await context.abort(outcome_status(outcome), outcome.message)
         return pb.SubmitReportResponse(
             ack=pb.ReportAck(report_id=report.report_id, duplicate=result.duplicates == 1)
         )
@@ -251,7 +246,7 @@ class CollectorService(pb_grpc.CollectorServicer):
         request: bytes | pb.SubmitBatchRequest,
         context: grpc.aio.ServicerContext[Any, pb.SubmitReportsResponse],
     ) -> pb.SubmitReportsResponse:
-        """Registered by `add_collector_to_server` to receive the serialized request: a uniform
+        """Registered (`rpc_handlers.add_services`) to receive the serialized request: a uniform
         batch is decoded into columns directly (`batch_codec`), anything else by protobuf."""
         try:
             reports = (
@@ -309,37 +304,12 @@ class CollectorService(pb_grpc.CollectorServicer):
                 pb.ReportRejection(
                     index=index,
                     report_id=report_ids[index],
-                    code=outcome.code.value[0],
+                    code=outcome_status(outcome).value[0],
                     message=outcome.message,
                 )
                 for index, outcome in result.rejected
             ],
         )
-
-
-class _RegisteredMethods(Protocol):
-    """`grpc.aio.Server.add_registered_method_handlers` (grpcio >= 1.63; grpc-stubs lacks it)."""
-
-    def add_registered_method_handlers(
-        self, service_name: str, method_handlers: dict[str, grpc.RpcMethodHandler[Any, Any]]
-    ) -> None: ...
-
-
-def add_collector_to_server(collector: CollectorService, server: grpc.aio.Server) -> None:
-    """Register the Collector service, with SubmitBatch taking the request's raw bytes.
-
-    The generated registration is kept for every other method (and for reflection); SubmitBatch
-    is registered again without a request deserializer, and gRPC prefers the later registered
-    handler, so `CollectorService.SubmitBatch` can decode uniform batches without protobuf.
-    """
-    pb_grpc.add_CollectorServicer_to_server(collector, server)
-    raw_batch = grpc.unary_unary_rpc_method_handler(
-        collector.SubmitBatch,
-        request_deserializer=None,
-        response_serializer=pb.SubmitReportsResponse.SerializeToString,
-    )
-    registry = cast(_RegisteredMethods, server)
-    registry.add_registered_method_handlers(COLLECTOR_SERVICE, {"SubmitBatch": raw_batch})
 
 
 def _admin(
@@ -434,11 +404,11 @@ class AdminService(pb_grpc.AdminServicer):
         if record is None:
             info = self._store.query(request.query_id)
             where = (
-                f"no query {request.query_id!r}"
+                f"no query {shown(request.query_id)}"
                 if info is None
                 else f"query {request.query_id!r} is {info.status.name.lower()}, not released"
             )
-            raise ServiceError(grpc.StatusCode.NOT_FOUND, f"no release: {where}")
+            raise NotFound(f"no release: {where}")
         return release_to_proto(record)
 
     @_admin

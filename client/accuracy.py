@@ -57,11 +57,12 @@ class StudyRow:
 
     Error measures are about the estimate of the Yes count (`yes`, the truth):
     `empirical_sd` is the sample sd (ddof=1) of the estimates, `predicted_sd` the mechanism's
-    formula (DESIGN.md section 1). `bias_se` = empirical_sd / sqrt(trials) and `bias_z` =
-    bias / bias_se. `sd_ratio_se` is the approximate relative standard error of an sd estimated
-    from `trials` normal draws, 1 / sqrt(2 (trials - 1)), so `sd_ratio` should be within a few
-    of those of 1. `coverage_95` is the fraction of trials whose reported 95% interval contains
-    the truth. `eps_local` is the leakage of one report (None when unbounded).
+    formula (docs/design.md, "Mechanisms and estimators"). `bias_se` = empirical_sd /
+    sqrt(trials) and `bias_z` = bias / bias_se. `sd_ratio_se` is the approximate relative
+    standard error of an sd estimated from `trials` normal draws, 1 / sqrt(2 (trials - 1)), so
+    `sd_ratio` should be within a few of those of 1. `coverage_95` is the fraction of trials
+    whose reported 95% interval contains the truth. `eps_local` is the leakage of one report
+    (None when unbounded).
     """
 
     mechanism: str

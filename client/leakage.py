@@ -1,8 +1,8 @@
 """What answering a query costs a device: its local leakage, charged once per query.
 
 The cost is the accounting package's `device_query_cost` (engineer C), i.e. what the party that
-receives the device's reports (the trusted aggregator, DESIGN.md section 2) learns, for bounded
-neighbours (the device changes its location):
+receives the device's reports (the trusted aggregator; docs/design.md, "Trust models and
+views") learns, for bounded neighbours (the device changes its location):
 
 - Randomized response: the pure epsilon of one report of one bit per target. With one target
   that is eps0 = ln(1 + p / ((1-p) min(q, 1-q))); with two or more, a move between targets

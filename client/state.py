@@ -18,7 +18,7 @@ from typing import Literal
 from client.atomic import write_atomic
 from client.leakage import DeviceBudget
 from ldpcollect.errors import ParameterError
-from ldpcollect.mechanisms import DeviceDraw
+from ldpcollect.mechanisms import DeviceDraw, draw_from_json
 
 STATE_FORMAT = "ldpcollect.device-state/1"
 KEY_BYTES = 16
@@ -77,7 +77,7 @@ class QueryRecord:
             if not isinstance(charge, list) or len(charge) != 2:
                 raise ValueError("charge must be [epsilon, delta]")
             draw_raw = data.get("draw")
-            draw = None if draw_raw is None else DeviceDraw.from_json(draw_raw)  # type: ignore[arg-type]
+            draw = None if draw_raw is None else draw_from_json(draw_raw)  # type: ignore[arg-type]
             location = data.get("location_id")
             acked = data.get("acked", [])
             report_ids = data.get("report_ids", [])

@@ -115,6 +115,14 @@ def serve(
             help="Seconds a report stream may send nothing before it is ended (UNAVAILABLE).",
         ),
     ] = 30.0,
+    reflection: Annotated[
+        bool,
+        typer.Option(
+            "--reflection",
+            help="Let server reflection list the Admin service too (by default it lists "
+            "only the Collector and health).",
+        ),
+    ] = False,
 ) -> None:
     """Run the aggregator (gRPC Collector + Admin) until SIGINT/SIGTERM. Plaintext unless
     --tls-cert/--tls-key are given (a warning says so when listening beyond loopback)."""
@@ -131,6 +139,7 @@ def serve(
         max_inflight_reports,
         max_streams,
         stream_idle_timeout,
+        reflection,
     )
     guarded(lambda: serve_blocking(settings))
 

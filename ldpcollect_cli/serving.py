@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aggregator.config import AggregatorConfig
-from aggregator.server import AggregatorServer, run, transport_name
+from aggregator.server import AggregatorServer, ensure_port_free, run, transport_name
 from ldpcollect.errors import ParameterError
 
 READY_PREFIX = "ldpcollect aggregator serving on "
@@ -26,12 +26,13 @@ class ServeSettings:
     max_inflight_reports: int = 200_000
     max_streams: int = 1_000
     stream_idle_timeout_s: float = 30.0
+    reflection: bool = False
 
 
 def serve_blocking(settings: ServeSettings) -> None:
     """Serve until SIGINT/SIGTERM. Prints one line `serving on host:port` once listening, so a
     caller that asked for port 0 learns the port; warns on stderr when a plaintext port is
-    reachable beyond this machine."""
+    reachable beyond this machine, and says so when the database file is new."""
     if not settings.admin_token:
         raise ParameterError(
             "admin token", "", "a non-empty token (--admin-token or LDPCOLLECT_ADMIN_TOKEN)"
@@ -59,10 +60,15 @@ def serve_blocking(settings: ServeSettings) -> None:
         max_inflight_reports=settings.max_inflight_reports,
         max_streams=settings.max_streams,
         stream_idle_timeout_s=settings.stream_idle_timeout_s,
+        reflection_admin=settings.reflection,
     )
     warning = plaintext_warning(config.listen, config.tls)
     if warning is not None:
         sys.stderr.write(f"WARNING: {warning}\n")
+        sys.stderr.flush()
+    ensure_port_free(config.listen)  # a port in use fails before anything is said or created
+    if not settings.db.exists() and settings.db.parent.is_dir():
+        sys.stderr.write(f"note: {settings.db} does not exist; creating a new, empty database\n")
         sys.stderr.flush()
     run(config, on_started=announce)
 

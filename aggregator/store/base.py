@@ -1,28 +1,30 @@
 """The store interface: what the services need from durable state.
 
 SQLite (`SqliteStore`, the embedded default) implements it; a PostgreSQL store for several
-replicas can implement the same methods later (DESIGN.md section 6).
+replicas can implement the same methods later (docs/design.md, "Storage"), reusing the rules
+(`aggregator.lifecycle`, `aggregator.admission`), the row encoding (`rows`, `release_codec`)
+and the published reads (`snapshots`). `tests/aggregator/store_contract.py` is the behaviour
+every backend must show.
 
-Every mutating method resolves only after its change is durable (committed), and raises
-`ServiceError` (changing nothing) when the request is refused. Reads return committed
-snapshots and never block on the writer.
+Every mutating method resolves only after its change is durable (committed), and raises a
+refusal (`aggregator.errors`, changing nothing) when the request is refused. Reads return
+committed snapshots and never block on the writer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.model import Outcome, QueryInfo, QuerySpec, ReleaseRecord
+from aggregator.model import QueryInfo, QuerySpec, ReleaseRecord, SubmitResult
 from aggregator.rounds import ReportColumns
 
 # A release computation: (query, completed-device counts (rounds x targets), ledger JSON or
 # None) -> (the release, the ledger JSON after charging it). Runs inside the store's
-# transaction; raising ServiceError refuses the release and changes nothing.
+# transaction; raising a refusal refuses the release and changes nothing.
 ReleaseFn = Callable[
     [QueryInfo, npt.NDArray[np.int64], str | None], tuple[ReleaseRecord, str | None]
 ]
@@ -30,17 +32,7 @@ ReleaseFn = Callable[
 LedgerFn = Callable[[str | None], str]
 
 
-@dataclass
-class SubmitResult:
-    """What became of one submission's reports.
-
-    `accepted` (new) and `duplicates` (acknowledged again, counted once) are durable when the
-    result is returned; `rejected` lists (index in the submission, outcome) in order.
-    """
-
-    accepted: int = 0
-    duplicates: int = 0
-    rejected: list[tuple[int, Outcome]] = field(default_factory=list)
+__all__ = ["LedgerFn", "ReleaseFn", "Store", "SubmitResult"]
 
 
 class Store(Protocol):
@@ -60,6 +52,10 @@ class Store(Protocol):
 
     def stored_report_count(self, query_id: str) -> int:
         """Individual reports still held for a query (0 after its release)."""
+
+    def counts(self, query_id: str) -> npt.NDArray[np.int64]:
+        """Committed per-target counts (rounds x targets) over devices that completed every
+        round; an unknown query raises `NotFound`."""
 
     async def submit(self, reports: ReportColumns) -> SubmitResult:
         """Validate, count and persist reports, each as if submitted alone, in order."""

@@ -1,5 +1,10 @@
 """SQLite store: one file, WAL, group commit, acknowledgement only after COMMIT.
 
+This module holds what is SQLite's own: the SQL, the single writer thread with its group
+commit and asyncio bridge, and the conversion of the older file layout. The rules it applies
+(`aggregator.lifecycle`, `aggregator.admission`), the row encoding (`rows`, `release_codec`)
+and the published reads (`snapshots`) are shared with any other backend.
+
 Design
 - One writer thread owns the connection and all mutable query state. Requests (report
   batches and admin changes) go into a queue with an asyncio future each; the writer drains
@@ -28,81 +33,60 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
+import os
 import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from fractions import Fraction
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
-import grpc
-import numpy as np
-import numpy.typing as npt
-
-from aggregator.errors import ServiceError
-from aggregator.model import (
-    Outcome,
-    QueryInfo,
-    QuerySpec,
-    QueryStatus,
-    ReleaseRecord,
-    TargetRelease,
-)
-from aggregator.rounds import Accepted, QueryState, ReportColumns
-from aggregator.store.base import LedgerFn, ReleaseFn, SubmitResult
-from aggregator.store.single_writer import WriterLock
-from ldpcollect.mechanisms import mechanism_from_params
-from ldpcollect.wire import REPORT_KEY_BYTES
+from aggregator import lifecycle
+from aggregator.admission import PendingChanges, admit
+from aggregator.errors import ServiceError, StorageFailure, Unavailable
+from aggregator.model import QueryInfo, QuerySpec, ReleaseRecord, SubmitResult
+from aggregator.rounds import QueryState, ReportColumns
+from aggregator.store.base import LedgerFn, ReleaseFn
+from aggregator.store.release_codec import release_from_json, release_to_json
+from aggregator.store.rows import PROGRESS_COLUMNS, LogRow, QueryRow, progress_values
+from aggregator.store.single_writer import DatabaseInUse, WriterLock
+from aggregator.store.snapshots import Snapshots
 
 log = logging.getLogger(__name__)
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS queries (
-    query_id          TEXT PRIMARY KEY,
-    description       TEXT NOT NULL,
-    mechanism         TEXT NOT NULL,    -- "rr" | "sp"
-    mechanism_params  TEXT NOT NULL,    -- JSON object of exact fraction text
-    scheme            TEXT NOT NULL,    -- "grid" | "h3:<res>"
-    targets           BLOB NOT NULL,    -- uint64 little-endian, in query order
-    min_reports       INTEGER NOT NULL,
-    noise_sigma       TEXT,             -- fraction text; NULL = no release noise
-    created_at        REAL NOT NULL,
-    status            INTEGER NOT NULL, -- 1 open, 2 closed, 3 released
-    current_round     INTEGER NOT NULL,
-    reports_per_round TEXT NOT NULL,    -- JSON list, round 1 first
-    completed_devices INTEGER NOT NULL,
-    counts            BLOB NOT NULL     -- int64 little-endian, rounds x targets, row-major:
-                                        -- per-target sums over devices that completed
-);
-CREATE TABLE IF NOT EXISTS releases (
-    query_id    TEXT PRIMARY KEY,
-    released_at REAL NOT NULL,
-    body        TEXT NOT NULL           -- JSON of the ReleaseRecord
-);
-CREATE TABLE IF NOT EXISTS ledger (
-    id   INTEGER PRIMARY KEY CHECK (id = 1),
-    body TEXT NOT NULL                  -- the privacy ledger's JSON
-);
-"""
-REPORT_LOG_SCHEMA = """
-CREATE TABLE IF NOT EXISTS reports (  -- append-only report log: one row per query per commit
-    seq        INTEGER PRIMARY KEY,
-    query_id   TEXT NOT NULL,
-    round      INTEGER NOT NULL,
-    n          INTEGER NOT NULL,       -- reports in this row
-    report_ids BLOB NOT NULL,          -- n x 16 bytes
-    pseudonyms BLOB NOT NULL,          -- n x 16 bytes
-    answers    BLOB NOT NULL           -- n x ceil(targets / 8) bytes
-);
-"""
-REPORT_LOG_INDEX = "CREATE INDEX IF NOT EXISTS reports_by_query ON reports (query_id)"
-# Before the report log, reports were stored one row each (query_id, report_id, pseudonym,
-# round, answers); such a file is converted in place when opened.
+
+def _statements(script: str) -> list[str]:
+    """The complete SQL statements of a script, in order (comments kept with their statement)."""
+    statements: list[str] = []
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    return statements
+
+
+SCHEMA = _statements(
+    resources.files("aggregator.store").joinpath("schema/sqlite_v2.sql").read_text("utf-8")
+)
+_INSERT_QUERY = (
+    f"INSERT INTO queries ({', '.join(QueryRow._fields)}) "
+    f"VALUES ({', '.join('?' * len(QueryRow._fields))})"
+)
+_UPDATE_PROGRESS = (
+    f"UPDATE queries SET {', '.join(f'{c} = ?' for c in PROGRESS_COLUMNS)} WHERE query_id = ?"
+)
+_INSERT_LOG = (
+    f"INSERT INTO reports ({', '.join(LogRow._fields)}) "
+    f"VALUES ({', '.join('?' * len(LogRow._fields))})"
+)
+# Before the report log (schema version 1), reports were stored one row each; such a file is
+# converted in place when opened.
 _LEGACY_REPORT_COLUMNS = {"query_id", "report_id", "pseudonym", "round", "answers"}
 
 
@@ -114,18 +98,9 @@ class CommitObserver(Protocol):
 class _Request:
     """One queued unit of work; `run` applies it in the writer thread."""
 
-    run: Callable[[_Group], Any]
+    run: Callable[[PendingChanges], Any]
     future: asyncio.Future[Any]
     n_reports: int = 0
-
-
-@dataclass
-class _Group:
-    """Changes of one transaction not yet written: accepted reports and touched queries."""
-
-    accepted: dict[str, Accepted] = field(default_factory=dict)  # by query id
-    touched: dict[str, QueryState] = field(default_factory=dict)
-    report_count: int = 0
 
 
 _STOP = object()
@@ -134,14 +109,7 @@ _STOP = object()
 _AMORTIZED_GROUP_REPORTS = 1_000
 
 
-def _not_found(query_id: str) -> ServiceError:
-    return ServiceError(
-        grpc.StatusCode.NOT_FOUND,
-        f"no query {query_id!r}; ListQueries (admin) or ListOpenQueries shows the ids",
-    )
-
-
-class SqliteStore:
+class SqliteStore(Snapshots):
     def __init__(
         self,
         path: str | Path,
@@ -150,62 +118,71 @@ class SqliteStore:
         group_wait_s: float = 0.0,
         commit_delay_s: float = 0.002,
         synchronous: str = "FULL",
+        max_pages: int | None = None,
         observer: CommitObserver | None = None,
     ) -> None:
+        """`max_pages` caps the file's size in pages (PRAGMA max_page_count, 4 KiB pages):
+        beyond it writes fail as on a full disk."""
         if synchronous.upper() not in {"FULL", "NORMAL", "EXTRA"}:
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, got {synchronous!r}")
+        super().__init__()
         self._path = str(path)
         self._max_group_reports = max_group_reports
         self._group_wait_s = group_wait_s
         self._commit_delay_s = commit_delay_s
         self._synchronous = synchronous.upper()
+        self._max_pages = max_pages
         self._observer = observer
         self._queue: queue.SimpleQueue[_Request | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._conn: sqlite3.Connection | None = None
         self._writer_lock = WriterLock(path)
-        # Writer-owned state.
+        # Writer-owned state (the reads see it through `Snapshots.publish`).
         self._states: dict[str, QueryState] = {}
         self._ledger_body: str | None = None
         self._release_records: dict[str, ReleaseRecord] = {}
-        # Published snapshots (replaced wholesale after each commit).
-        self._snapshots: dict[str, QueryInfo] = {}
-        self._releases: dict[str, ReleaseRecord] = {}
         self._report_counts: dict[str, int] = {}
-        self._counts: dict[str, npt.NDArray[np.int64]] = {}
-        self._published_ledger: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
     async def open(self) -> None:
+        """Open (or create, mode 0600) the file and load it; a file that cannot be used raises
+        `DatabaseUnusable` naming it and what to do."""
         self._loop = asyncio.get_running_loop()
-        self._writer_lock.acquire()  # before reading anything: one writer per file
         try:
-            self._open_connection()
-        except BaseException:
+            self._writer_lock.acquire()  # before reading anything: one writer per file
+            _create_private(self._path)
+            self._conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            self._prepare()
+        except Exception as exc:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
             self._writer_lock.release()
-            raise
+            if isinstance(exc, DatabaseInUse):
+                raise
+            raise DatabaseUnusable(self._path, exc) from exc
+        self._publish(self._states.values())
         self._thread = threading.Thread(target=self._writer, name="sqlite-writer", daemon=True)
         self._thread.start()
 
-    def _open_connection(self) -> None:
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+    def _prepare(self) -> None:
+        conn = self._sql()
         mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
         if str(mode).lower() != "wal":
-            raise RuntimeError(f"could not switch {self._path} to WAL mode (got {mode})")
+            raise RuntimeError(f"could not switch to WAL mode (got {mode})")
         conn.execute(f"PRAGMA synchronous={self._synchronous}")
-        conn.executescript(SCHEMA)
-        self._conn = conn
+        # Deleted reports are overwritten, not just unlinked (some builds default to off).
+        conn.execute("PRAGMA secure_delete=ON")
+        if self._max_pages is not None:
+            conn.execute(f"PRAGMA max_page_count={int(self._max_pages)}")
         self._migrate_legacy_reports()
-        conn.execute(REPORT_LOG_SCHEMA)
-        conn.execute(REPORT_LOG_INDEX)
+        for statement in SCHEMA:
+            conn.execute(statement)
         self._load()
-        self._publish(self._states.values())
-        self._published_ledger = self._ledger_body
+        # Old log frames may still hold deleted reports (e.g. a kill right after a release).
+        self._checkpoint()
 
     async def close(self) -> None:
         if self._thread is None:
@@ -218,141 +195,74 @@ class SqliteStore:
             self._conn = None
         self._writer_lock.release()
 
-    # ------------------------------------------------------------------ reads
-
-    def queries(self) -> list[QueryInfo]:
-        return sorted(self._snapshots.values(), key=lambda q: (q.created_at, q.query_id))
-
-    def query(self, query_id: str) -> QueryInfo | None:
-        return self._snapshots.get(query_id)
-
-    def release_of(self, query_id: str) -> ReleaseRecord | None:
-        return self._releases.get(query_id)
-
-    def ledger(self) -> str | None:
-        return self._published_ledger
-
-    def stored_report_count(self, query_id: str) -> int:
-        return self._report_counts.get(query_id, 0)
-
-    def counts(self, query_id: str) -> npt.NDArray[np.int64]:
-        """Committed per-target counts (rounds x targets) over devices that completed."""
-        counts = self._counts.get(query_id)
-        if counts is None:
-            raise _not_found(query_id)
-        return counts.copy()
-
     # ------------------------------------------------------------------ writes
 
     async def submit(self, reports: ReportColumns) -> SubmitResult:
-        def run(group: _Group) -> SubmitResult:
-            return self._admit(group, reports)
+        def run(changes: PendingChanges) -> SubmitResult:
+            return admit(changes, self._states, reports)
 
         result: SubmitResult = await self._enqueue(run, len(reports))
         return result
 
     async def create_query(self, spec: QuerySpec, created_at: float) -> QueryInfo:
-        def run(group: _Group) -> QueryInfo:
+        def run(changes: PendingChanges) -> QueryInfo:
             if spec.query_id in self._states:
-                raise ServiceError(
-                    grpc.StatusCode.ALREADY_EXISTS,
-                    f"query {spec.query_id!r} already exists; choose another query_id",
-                )
+                raise lifecycle.duplicate_query(spec.query_id)
             state = QueryState.new(spec, created_at)
-            self._insert_query(state)
+            self._sql().execute(_INSERT_QUERY, QueryRow.of(state))
             self._states[spec.query_id] = state
-            group.touched[spec.query_id] = state
+            changes.created.add(spec.query_id)
+            changes.touched[spec.query_id] = state
             return state.snapshot()
 
         result: QueryInfo = await self._enqueue(run)
         return result
 
     async def advance_round(self, query_id: str) -> QueryInfo:
-        def run(group: _Group) -> QueryInfo:
+        def run(changes: PendingChanges) -> QueryInfo:
             state = self._state(query_id)
-            if state.status != QueryStatus.OPEN or state.current_round >= state.rounds:
-                where = (
-                    f"is {state.status.name.lower()}"
-                    if state.status != QueryStatus.OPEN
-                    else f"is in its last round ({state.current_round} of {state.rounds})"
-                )
-                raise ServiceError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"cannot advance query {query_id!r}: it {where}; "
-                    f"only an open Sampling Privacy query in round 1 advances "
-                    f"(use CloseQuery to end a query)",
-                )
-            state.current_round += 1
-            group.touched[query_id] = state
+            changes.touch(state)
+            lifecycle.advance_round(state)
             return state.snapshot()
 
         result: QueryInfo = await self._enqueue(run)
         return result
 
     async def close_query(self, query_id: str) -> QueryInfo:
-        def run(group: _Group) -> QueryInfo:
+        def run(changes: PendingChanges) -> QueryInfo:
             state = self._state(query_id)
-            if state.status != QueryStatus.OPEN:
-                raise ServiceError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"query {query_id!r} is already {state.status.name.lower()}",
-                )
-            if state.current_round < state.rounds:
-                raise ServiceError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"query {query_id!r} is in round {state.current_round} of {state.rounds}; "
-                    f"AdvanceRound to round {state.rounds} first (only devices that answer "
-                    f"every round are counted)",
-                )
-            state.status = QueryStatus.CLOSED
-            group.touched[query_id] = state
+            changes.touch(state)
+            lifecycle.close(state)
             return state.snapshot()
 
         result: QueryInfo = await self._enqueue(run)
         return result
 
     async def release(self, query_id: str, compute: ReleaseFn) -> ReleaseRecord:
-        def run(group: _Group) -> ReleaseRecord:
+        def run(changes: PendingChanges) -> ReleaseRecord:
             state = self._state(query_id)
-            if state.status == QueryStatus.RELEASED:
-                raise ServiceError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"query {query_id!r} was already released (once per query); "
-                    f"GetRelease returns that release",
-                )
-            if state.status != QueryStatus.CLOSED:
-                raise ServiceError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"query {query_id!r} is still open (round {state.current_round} of "
-                    f"{state.rounds}); CloseQuery before Release",
-                )
-            if state.completed_devices < state.spec.min_reports:
-                raise ServiceError(
-                    grpc.StatusCode.FAILED_PRECONDITION,
-                    f"query {query_id!r} has {state.completed_devices} devices that completed "
-                    f"every round, below its min_reports {state.spec.min_reports}; "
-                    f"it cannot be released",
-                )
+            lifecycle.check_releasable(state)
             record, ledger_body = compute(state.snapshot(), state.counts.copy(), self._ledger_body)
-            assert self._conn is not None
-            self._conn.execute(
+            conn = self._sql()
+            conn.execute(
                 "INSERT INTO releases (query_id, released_at, body) VALUES (?, ?, ?)",
-                (query_id, record.released_at, json.dumps(_release_to_json(record))),
+                (query_id, record.released_at, release_to_json(record)),
             )
             if ledger_body is not None:
                 self._write_ledger(ledger_body)
-            self._conn.execute("DELETE FROM reports WHERE query_id = ?", (query_id,))
+            conn.execute("DELETE FROM reports WHERE query_id = ?", (query_id,))
             self._release_records[query_id] = record
-            state.forget_reports()
-            state.status = QueryStatus.RELEASED
-            group.touched[query_id] = state
+            self._report_counts[query_id] = 0
+            changes.touch(state)
+            changes.forgotten.add(query_id)
+            lifecycle.mark_released(state)
             return record
 
         result: ReleaseRecord = await self._enqueue(run)
         return result
 
     async def update_ledger(self, update: LedgerFn) -> str:
-        def run(group: _Group) -> str:
+        def run(changes: PendingChanges) -> str:
             body = update(self._ledger_body)
             self._write_ledger(body)
             return body
@@ -362,9 +272,9 @@ class SqliteStore:
 
     # ------------------------------------------------------------------ writer thread
 
-    async def _enqueue(self, run: Callable[[_Group], Any], n_reports: int = 0) -> Any:
+    async def _enqueue(self, run: Callable[[PendingChanges], Any], n_reports: int = 0) -> Any:
         if self._thread is None or self._loop is None:
-            raise ServiceError(grpc.StatusCode.UNAVAILABLE, "the store is not open")
+            raise Unavailable("the store is not open")
         future: asyncio.Future[Any] = self._loop.create_future()
         self._queue.put(_Request(run, future, n_reports))
         return await future
@@ -372,7 +282,7 @@ class SqliteStore:
     def _state(self, query_id: str) -> QueryState:
         state = self._states.get(query_id)
         if state is None:
-            raise _not_found(query_id)
+            raise lifecycle.unknown_query(query_id)
         return state
 
     def _writer(self) -> None:
@@ -437,38 +347,66 @@ class SqliteStore:
         return None, False, n_reports
 
     def _commit_group(self, batch: list[_Request], n_reports: int) -> None:
-        assert self._conn is not None
+        conn = self._sql()
         started = time.perf_counter()
-        group = _Group()
+        changes = PendingChanges()
         results: list[tuple[asyncio.Future[Any], object]] = []
+        ledger_before, report_counts_before = self._ledger_body, dict(self._report_counts)
         try:
-            self._conn.execute("BEGIN IMMEDIATE")
+            conn.execute("BEGIN IMMEDIATE")
             for request in batch:
                 if request.n_reports == 0:
                     # Admin changes see every report queued before them.
-                    self._flush(group)
+                    self._flush(changes)
                 try:
-                    results.append((request.future, request.run(group)))
+                    results.append((request.future, request.run(changes)))
                 except ServiceError as exc:
                     results.append((request.future, exc))
-            self._flush(group)
-            for state in group.touched.values():
-                self._update_query(state)
-            self._conn.execute("COMMIT")
-        except Exception as exc:  # a failed transaction: nothing of this group happened
-            log.exception("transaction failed; reloading state from %s", self._path)
-            if self._conn.in_transaction:
-                self._conn.execute("ROLLBACK")
-            self._load()
-            group.touched = dict(self._states)
-            error = ServiceError(grpc.StatusCode.INTERNAL, f"storage failure, retry: {exc}")
+            self._flush(changes)
+            conn.executemany(
+                _UPDATE_PROGRESS,
+                [(*progress_values(s), s.spec.query_id) for s in changes.touched.values()],
+            )
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:  # storage refused the transaction: nothing of it happened
+            log.error("transaction of %d request(s) failed in %s: %s", len(batch), self._path, exc)
+            self._rollback()
+            reread = changes.withdraw(self._states)
+            for query_id in changes.forgotten:
+                self._release_records.pop(query_id, None)
+            self._ledger_body, self._report_counts = ledger_before, report_counts_before
+            if reread:
+                self._load(only=reread)
+                changes.touched.update((qid, self._states[qid]) for qid in reread)
+            error = _storage_error(exc)
             results = [(request.future, error) for request in batch]
-        self._publish(group.touched.values())
-        self._published_ledger = self._ledger_body
+        except Exception:  # a defect: memory may be half-changed, so read everything again
+            log.exception("transaction failed; reloading state from %s", self._path)
+            self._rollback()
+            self._load()
+            changes.touched = dict(self._states)
+            error = StorageFailure("internal error while storing; nothing was stored; retry")
+            results = [(request.future, error) for request in batch]
+        else:
+            if changes.forgotten:
+                # A release deleted reports: take them out of the write-ahead log file too.
+                self._checkpoint()
+        self._publish(changes.touched.values())
         elapsed = time.perf_counter() - started
         if self._observer is not None:
             self._observer.observe_commit(elapsed, len(batch), n_reports)
         self._resolve(results)
+
+    def _rollback(self) -> None:
+        conn = self._sql()
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+    def _checkpoint(self) -> None:
+        """Copy the write-ahead log into the file and truncate it to zero bytes."""
+        busy, _, _ = self._sql().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            log.warning("could not truncate the write-ahead log of %s (busy)", self._path)
 
     def _resolve(self, results: list[tuple[asyncio.Future[Any], object]]) -> None:
         if self._loop is None or not results:
@@ -477,138 +415,36 @@ class SqliteStore:
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(_settle, results)
 
-    def _accepted(self, group: _Group, state: QueryState) -> Accepted:
-        query_id = state.spec.query_id
-        accepted = group.accepted.get(query_id)
-        if accepted is None:
-            accepted = group.accepted[query_id] = state.new_accepted()
-            group.touched[query_id] = state
-        return accepted
+    def _sql(self) -> sqlite3.Connection:
+        assert self._conn is not None, "the store is not open"
+        return self._conn
 
-    def _admit(self, group: _Group, reports: ReportColumns) -> SubmitResult:
-        n = len(reports)
-        if n == 0:
-            return SubmitResult()
-        states = self._states
-        query_ids = reports.query_ids
-        first = query_ids[0]
-        state = states.get(first)
-        # The common case, a run of new valid reports for one query, in one step (a single
-        # report is cheaper to check on its own).
-        if (
-            n > 1
-            and state is not None
-            and query_ids.count(first) == n
-            and state.admit_all(reports, self._accepted(group, state))
-        ):
-            return SubmitResult(accepted=n)
-        result = SubmitResult()
-        for index in range(n):
-            report = reports.report(index)
-            state = states.get(report.query_id)
-            if state is None:
-                outcome = Outcome(grpc.StatusCode.NOT_FOUND, str(_not_found(report.query_id)))
-            else:
-                outcome = state.admit(report, self._accepted(group, state))
-            if not outcome.ok:
-                result.rejected.append((index, outcome))
-            elif outcome.duplicate:
-                result.duplicates += 1
-            else:
-                result.accepted += 1
-        return result
-
-    def _flush(self, group: _Group) -> None:
+    def _flush(self, changes: PendingChanges) -> None:
         """Append the accepted reports to the log and add completed devices to the counts."""
-        assert self._conn is not None
-        rows: list[tuple[str, int, int, bytes, bytes, bytes]] = []
-        for query_id, accepted in group.accepted.items():
+        rows: list[LogRow] = []
+        for query_id, accepted in changes.accepted.items():
             if accepted.count == 0:
                 continue
-            rows.append(
-                (
-                    query_id,
-                    accepted.round,
-                    accepted.count,
-                    b"".join(accepted.report_ids),
-                    b"".join(accepted.pseudonyms),
-                    b"".join(accepted.answers),
-                )
-            )
+            rows.append(LogRow.of(query_id, accepted))
             self._states[query_id].add_completed(accepted)
             self._report_counts[query_id] = self._report_counts.get(query_id, 0) + accepted.count
-            group.report_count += accepted.count
+            changes.report_count += accepted.count
         if rows:
-            self._conn.executemany(
-                "INSERT INTO reports (query_id, round, n, report_ids, pseudonyms, answers) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                rows,
-            )
-        group.accepted.clear()
+            self._sql().executemany(_INSERT_LOG, rows)
+        changes.accepted.clear()
 
-    def _publish(self, states: Any) -> None:
-        snapshots = dict(self._snapshots)
-        counts = dict(self._counts)
-        for state in states:
-            snapshots[state.spec.query_id] = state.snapshot()
-            counts[state.spec.query_id] = state.counts.copy()
-            if state.status == QueryStatus.RELEASED:
-                self._report_counts[state.spec.query_id] = 0
-        self._snapshots = snapshots
-        self._counts = counts
-        self._releases = dict(self._release_records)
-
-    # ------------------------------------------------------------------ rows
-
-    def _insert_query(self, state: QueryState) -> None:
-        assert self._conn is not None
-        spec = state.spec
-        self._conn.execute(
-            "INSERT INTO queries (query_id, description, mechanism, mechanism_params, scheme, "
-            "targets, min_reports, noise_sigma, created_at, status, current_round, "
-            "reports_per_round, completed_devices, counts) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                spec.query_id,
-                spec.description,
-                spec.mechanism.name,
-                json.dumps(spec.mechanism.params()),
-                spec.scheme,
-                np.asarray(spec.targets, dtype="<u8").tobytes(),
-                spec.min_reports,
-                None if spec.noise_sigma is None else str(spec.noise_sigma),
-                state.created_at,
-                int(state.status),
-                state.current_round,
-                json.dumps(state.reports_per_round),
-                state.completed_devices,
-                state.counts.astype("<i8").tobytes(),
-            ),
-        )
-
-    def _update_query(self, state: QueryState) -> None:
-        assert self._conn is not None
-        self._conn.execute(
-            "UPDATE queries SET status = ?, current_round = ?, reports_per_round = ?, "
-            "completed_devices = ?, counts = ? WHERE query_id = ?",
-            (
-                int(state.status),
-                state.current_round,
-                json.dumps(state.reports_per_round),
-                state.completed_devices,
-                state.counts.astype("<i8").tobytes(),
-                state.spec.query_id,
-            ),
-        )
+    def _publish(self, states: Iterable[QueryState]) -> None:
+        self.publish(states, self._release_records, self._ledger_body, self._report_counts)
 
     def _write_ledger(self, body: str) -> None:
-        assert self._conn is not None
-        self._conn.execute(
+        self._sql().execute(
             "INSERT INTO ledger (id, body) VALUES (1, ?) "
             "ON CONFLICT (id) DO UPDATE SET body = excluded.body",
             (body,),
         )
         self._ledger_body = body
+
+    # ------------------------------------------------------------------ the file
 
     def _migrate_legacy_reports(self) -> None:
         """Convert a file from the one-row-per-report layout to the report log, atomically."""
@@ -620,7 +456,8 @@ class SqliteStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("ALTER TABLE reports RENAME TO reports_legacy")
-            conn.execute(REPORT_LOG_SCHEMA)
+            for statement in SCHEMA:
+                conn.execute(statement)
             groups: dict[tuple[str, int], tuple[list[bytes], list[bytes], list[bytes]]] = {}
             for qid, report_id, pseudonym, round_, answers in conn.execute(
                 "SELECT query_id, report_id, pseudonym, round, answers FROM reports_legacy "
@@ -631,10 +468,9 @@ class SqliteStore:
                 pseudonyms.append(pseudonym)
                 all_answers.append(answers)
             conn.executemany(
-                "INSERT INTO reports (query_id, round, n, report_ids, pseudonyms, answers) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                _INSERT_LOG,
                 [
-                    (qid, round_, len(ids), b"".join(ids), b"".join(ps), b"".join(answers))
+                    LogRow(qid, round_, len(ids), b"".join(ids), b"".join(ps), b"".join(answers))
                     for (qid, round_), (ids, ps, answers) in groups.items()
                 ],
             )
@@ -645,68 +481,83 @@ class SqliteStore:
             raise
         log.info("converted %s to the report log layout", self._path)
 
-    def _load(self) -> None:
-        """(Re)build all writer-owned state from the committed file."""
-        assert self._conn is not None
-        self._states = {}
-        self._release_records = {}
-        for row in self._conn.execute(
-            "SELECT query_id, description, mechanism, mechanism_params, scheme, targets, "
-            "min_reports, noise_sigma, created_at, status, current_round, reports_per_round, "
-            "completed_devices, counts FROM queries"
+    def _load(self, only: set[str] | None = None) -> None:
+        """(Re)build the writer-owned state from the committed file: all of it, or the
+        queries in `only` (their rows and report log)."""
+        conn = self._sql()
+        where = ""
+        args: tuple[str, ...] = ()
+        if only is not None:
+            where = f" WHERE query_id IN ({', '.join('?' * len(only))})"
+            args = tuple(sorted(only))
+        else:
+            self._states = {}
+        for values in conn.execute(
+            f"SELECT {', '.join(QueryRow._fields)} FROM queries{where}", args
         ):
-            (qid, description, mech_name, params, scheme, targets, min_reports, sigma,
-             created_at, status, current_round, per_round, completed, counts) = row  # fmt: skip
-            mechanism = mechanism_from_params(mech_name, json.loads(params))
-            spec = QuerySpec(
-                query_id=qid,
-                description=description,
-                mechanism=mechanism,
-                scheme=scheme,
-                targets=tuple(int(t) for t in np.frombuffer(targets, dtype="<u8")),
-                min_reports=min_reports,
-                noise_sigma=None if sigma is None else Fraction(sigma),
-            )
-            state = QueryState.new(spec, created_at)
-            state.status = QueryStatus(status)
-            state.current_round = current_round
-            state.reports_per_round = [int(x) for x in json.loads(per_round)]
-            state.completed_devices = completed
-            state.counts = (
-                np.frombuffer(counts, dtype="<i8")
-                .astype(np.int64)
-                .reshape(mechanism.rounds, len(spec.targets))
-            )
-            self._states[qid] = state
-        self._report_counts = {}
-        for qid, round_, n, report_ids, pseudonyms, answers in self._conn.execute(
-            "SELECT query_id, round, n, report_ids, pseudonyms, answers FROM reports ORDER BY seq"
+            row = QueryRow(*values)
+            self._states[row.query_id] = row.to_state()
+        counts: dict[str, int] = {}
+        for values in conn.execute(
+            f"SELECT {', '.join(LogRow._fields)} FROM reports{where} ORDER BY seq", args
         ):
-            state = self._states[qid]
-            state.restore_reports(
-                round_,
-                _split(report_ids, n, REPORT_KEY_BYTES),
-                _split(pseudonyms, n, REPORT_KEY_BYTES),
-                _split(answers, n, state.answer_bytes),
-            )
-            self._report_counts[qid] = self._report_counts.get(qid, 0) + n
-        for qid, body in self._conn.execute("SELECT query_id, body FROM releases"):
-            self._release_records[qid] = _release_from_json(json.loads(body))
-        row = self._conn.execute("SELECT body FROM ledger WHERE id = 1").fetchone()
+            log_row = LogRow(*values)
+            log_row.restore(self._states[log_row.query_id])
+            counts[log_row.query_id] = counts.get(log_row.query_id, 0) + log_row.n
+        if only is not None:
+            for query_id in only:
+                self._report_counts[query_id] = counts.get(query_id, 0)
+            return
+        self._report_counts = counts
+        self._release_records = {
+            qid: release_from_json(body)
+            for qid, body in conn.execute("SELECT query_id, body FROM releases")
+        }
+        row = conn.execute("SELECT body FROM ledger WHERE id = 1").fetchone()
         self._ledger_body = None if row is None else str(row[0])
 
 
-def _split(packed: bytes, n: int, width: int) -> list[bytes]:
-    """The `n` fixed-width entries of a packed log column."""
-    if len(packed) != n * width:
-        raise RuntimeError(
-            f"corrupt report log: a column of {n} entries of {width} bytes has {len(packed)} bytes"
+class DatabaseUnusable(OSError):
+    """The database file cannot be opened or read; the message names it and what to do."""
+
+    def __init__(self, path: str, cause: BaseException) -> None:
+        if isinstance(cause, sqlite3.DatabaseError) and not isinstance(
+            cause, sqlite3.OperationalError
+        ):
+            what = (
+                "it is damaged or not an ldpcollect database; restore it from a backup, or "
+                "pass --db with a new file name to start an empty database"
+            )
+        elif isinstance(cause, sqlite3.OperationalError | PermissionError | FileNotFoundError):
+            what = (
+                "it cannot be opened; check that the file and its directory exist and that "
+                "this user may read and write both"
+            )
+        else:
+            what = (
+                "its contents cannot be read back; restore it from a backup, or pass --db with "
+                "a new file name to start an empty database"
+            )
+        super().__init__(f"cannot use the database {path}: {what} ({cause})")
+
+
+def _create_private(path: str) -> None:
+    """Create the database file readable by this user only (SQLite gives its -wal and -shm
+    files the same mode); an existing file is left as it is."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+
+
+def _storage_error(exc: sqlite3.Error) -> ServiceError:
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+        return Unavailable(
+            "the aggregator's storage is full: nothing of this request was stored; retry later"
         )
-    return [packed[i : i + width] for i in range(0, n * width, width)]
+    return StorageFailure(f"storage failure, nothing of this request was stored; retry: {exc}")
 
 
-def _unavailable() -> ServiceError:
-    return ServiceError(grpc.StatusCode.UNAVAILABLE, "the aggregator is shutting down; retry")
+def _unavailable() -> Unavailable:
+    return Unavailable("the aggregator is shutting down; retry")
 
 
 def _settle(results: list[tuple[asyncio.Future[Any], object]]) -> None:
@@ -717,28 +568,3 @@ def _settle(results: list[tuple[asyncio.Future[Any], object]]) -> None:
             future.set_exception(value)
         else:
             future.set_result(value)
-
-
-def _release_to_json(record: ReleaseRecord) -> dict[str, Any]:
-    return asdict(record)
-
-
-def _release_from_json(data: dict[str, Any]) -> ReleaseRecord:
-    return ReleaseRecord(
-        query_id=data["query_id"],
-        participants=int(data["participants"]),
-        released_at=float(data["released_at"]),
-        estimates=tuple(
-            TargetRelease(
-                location_id=int(e["location_id"]),
-                estimate=float(e["estimate"]),
-                std_error=float(e["std_error"]),
-                ci_low=float(e["ci_low"]),
-                ci_high=float(e["ci_high"]),
-                participants=int(e["participants"]),
-                round_counts=tuple(int(c) for c in e["round_counts"]),
-            )
-            for e in data["estimates"]
-        ),
-        claims=tuple(dict(c) for c in data["claims"]),
-    )

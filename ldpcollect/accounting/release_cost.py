@@ -1,7 +1,8 @@
 """What one release costs in privacy, for the public and for the aggregator.
 
-Model (DESIGN.md sections 2-3): bounded neighbours, one device changes its location; the number
-of devices is public. A query has `n_targets` targets; a device answers one bit per target.
+Model (docs/design.md, "Trust models and views" and "The ledger"): bounded neighbours, one
+device changes its location; the number of devices is public. A query has `n_targets`
+targets; a device answers one bit per target.
 
 Sensitivity of the released counts. Fix every device's coins (RR: its two coins per target;
 SP: its selection coin and its uniform bit per target). A device that moves from target t1 to

@@ -11,7 +11,7 @@ import numpy.typing as npt
 from ldpcollect.errors import ParameterError
 
 MAX_TARGETS = 65_536
-"""A query covers at most this many targets (DESIGN.md section 1)."""
+"""A query covers at most this many targets (docs/design.md, "Mechanisms and estimators")."""
 
 FloatArray = npt.NDArray[np.float64]
 

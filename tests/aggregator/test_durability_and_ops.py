@@ -92,19 +92,36 @@ async def test_restart_reloads_queries_counts_pending_rounds_and_releases(
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
-async def test_health_and_reflection_answer(harness: Harness) -> None:
-    health = health_pb2_grpc.HealthStub(harness.channel)
-    for service in ("", "ldpcollect.v1.Collector", "ldpcollect.v1.Admin"):
-        reply = await health.Check(health_pb2.HealthCheckRequest(service=service))
-        assert reply.status == health_pb2.HealthCheckResponse.SERVING
-
-    reflect = reflection_pb2_grpc.ServerReflectionStub(harness.channel)
+async def reflected(channel: grpc.aio.Channel) -> set[str]:
+    reflect = reflection_pb2_grpc.ServerReflectionStub(channel)
     call = reflect.ServerReflectionInfo(
         iter([reflection_pb2.ServerReflectionRequest(list_services="")])
     )
     names: set[str] = set()
     async for reply in call:
         names.update(s.name for s in reply.list_services_response.service)
+    return names
+
+
+async def test_health_and_reflection_answer(harness: Harness) -> None:
+    health = health_pb2_grpc.HealthStub(harness.channel)
+    for service in ("", "ldpcollect.v1.Collector", "ldpcollect.v1.Admin"):
+        reply = await health.Check(health_pb2.HealthCheckRequest(service=service))
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+    names = await reflected(harness.channel)
+    assert {"ldpcollect.v1.Collector", "grpc.health.v1.Health"} <= names
+    assert "ldpcollect.v1.Admin" not in names  # not advertised to anyone who asks
+
+
+async def test_reflection_lists_the_admin_service_only_when_asked(tmp_path: Path) -> None:
+    config = make_config(tmp_path / "r.db", reflection_admin=True)
+    h = await connect(AggregatorServer(config))
+    try:
+        names = await reflected(h.channel)
+    finally:
+        await h.channel.close(None)
+        await h.server.stop(grace=None)
     assert {"ldpcollect.v1.Collector", "ldpcollect.v1.Admin", "grpc.health.v1.Health"} <= names
 
 

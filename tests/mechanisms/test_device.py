@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from ldpcollect.mechanisms import DeviceDraw, RandomizedResponse, SamplingPrivacy
+from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy, draw_from_json
 
 Z = 4.5  # z-tolerance of each frequency check (two-sided p ~ 7e-6)
 DRAWS = 12_000
@@ -80,7 +80,7 @@ def test_restored_draw_answers_byte_identically(mech: RandomizedResponse | Sampl
     for location in (1000, 1150, 5):
         draw = mech.draw(location, targets)
         text = json.dumps(draw.to_json())
-        restored = DeviceDraw.from_json(json.loads(text))
+        restored = draw_from_json(json.loads(text))
         assert restored == draw
         assert json.dumps(restored.to_json()) == text
         for r in range(1, mech.rounds + 1):

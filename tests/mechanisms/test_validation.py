@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import (
-    DeviceDraw,
     RandomizedResponse,
     SamplingPrivacy,
+    draw_from_json,
     validate_targets,
 )
 
@@ -149,4 +149,4 @@ def test_bad_device_draw_json() -> None:
     ]
     for case in bad_cases:
         with pytest.raises(ParameterError):
-            DeviceDraw.from_json(case)
+            draw_from_json(case)

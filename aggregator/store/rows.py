@@ -1,0 +1,133 @@
+"""How a query and a group of reports become table rows, for every SQL backend.
+
+Numbers that must stay exact are text (fractions) or fixed-width little-endian bytes (targets
+uint64, counts int64 rounds x targets row-major); small lists are JSON. Report ids, pseudonyms
+and answers of one group are packed back to back in three columns (the report log).
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from typing import NamedTuple
+
+import numpy as np
+
+from aggregator.model import QuerySpec, QueryStatus
+from aggregator.rounds import Accepted, QueryState
+from ldpcollect.mechanisms import mechanism_from_params
+from ldpcollect.wire import REPORT_KEY_BYTES
+
+
+class QueryRow(NamedTuple):
+    """One row of the `queries` table; the field names are the column names."""
+
+    query_id: str
+    description: str
+    mechanism: str
+    mechanism_params: str
+    scheme: str
+    targets: bytes
+    min_reports: int
+    noise_sigma: str | None
+    created_at: float
+    status: int
+    current_round: int
+    reports_per_round: str
+    completed_devices: int
+    counts: bytes
+
+    @classmethod
+    def of(cls, state: QueryState) -> QueryRow:
+        spec = state.spec
+        return cls(
+            spec.query_id,
+            spec.description,
+            spec.mechanism.name,
+            json.dumps(spec.mechanism.params()),
+            spec.scheme,
+            np.asarray(spec.targets, dtype="<u8").tobytes(),
+            spec.min_reports,
+            None if spec.noise_sigma is None else str(spec.noise_sigma),
+            state.created_at,
+            *progress_values(state),
+        )
+
+    def to_state(self) -> QueryState:
+        """The query's state as committed, without its held reports (see `LogRow.restore`)."""
+        mechanism = mechanism_from_params(self.mechanism, json.loads(self.mechanism_params))
+        spec = QuerySpec(
+            query_id=self.query_id,
+            description=self.description,
+            mechanism=mechanism,
+            scheme=self.scheme,
+            targets=tuple(int(t) for t in np.frombuffer(self.targets, dtype="<u8")),
+            min_reports=self.min_reports,
+            noise_sigma=None if self.noise_sigma is None else Fraction(self.noise_sigma),
+        )
+        state = QueryState.new(spec, self.created_at)
+        state.status = QueryStatus(self.status)
+        state.current_round = self.current_round
+        state.reports_per_round = [int(x) for x in json.loads(self.reports_per_round)]
+        state.completed_devices = self.completed_devices
+        state.counts = (
+            np.frombuffer(self.counts, dtype="<i8")
+            .astype(np.int64)
+            .reshape(mechanism.rounds, len(spec.targets))
+        )
+        return state
+
+
+# The columns a transaction changes after the query is created, in `progress_values` order.
+PROGRESS_COLUMNS = QueryRow._fields[-5:]
+
+
+def progress_values(state: QueryState) -> tuple[int, int, str, int, bytes]:
+    """Values of PROGRESS_COLUMNS (the spec columns never change, so they are not re-encoded)."""
+    return (
+        int(state.status),
+        state.current_round,
+        json.dumps(state.reports_per_round),
+        state.completed_devices,
+        state.counts.astype("<i8").tobytes(),
+    )
+
+
+class LogRow(NamedTuple):
+    """One row of the report log: the reports one transaction accepted for one query."""
+
+    query_id: str
+    round: int
+    n: int
+    report_ids: bytes  # n x 16 bytes
+    pseudonyms: bytes  # n x 16 bytes
+    answers: bytes  # n x ceil(targets / 8) bytes
+
+    @classmethod
+    def of(cls, query_id: str, accepted: Accepted) -> LogRow:
+        return cls(
+            query_id,
+            accepted.round,
+            accepted.count,
+            b"".join(accepted.report_ids),
+            b"".join(accepted.pseudonyms),
+            b"".join(accepted.answers),
+        )
+
+    def restore(self, state: QueryState) -> None:
+        """Rebuild `state`'s dedup indexes from this row (its counts are stored already)."""
+        state.restore_reports(
+            self.round,
+            split(self.report_ids, self.n, REPORT_KEY_BYTES),
+            split(self.pseudonyms, self.n, REPORT_KEY_BYTES),
+            split(self.answers, self.n, state.answer_bytes),
+        )
+
+
+def split(packed: bytes, n: int, width: int) -> list[bytes]:
+    """The `n` fixed-width entries of a packed log column."""
+    if len(packed) != n * width:
+        raise RuntimeError(
+            f"corrupt report log: a column of {n} entries of {width} bytes has {len(packed)} bytes"
+        )
+    return [packed[i : i + width] for i in range(0, n * width, width)]
