@@ -1,0 +1,134 @@
+"""Count-level privacy of randomized-response releases: what the public learns from counts.
+
+The public sees each target's Yes count over all participants, never an individual report. A
+device moving changes its own answer's law at a target from Bern(a1) to Bern(a0) (or back);
+the other participants' answers X are added to it, so the public's pair at that target is
+X + Bern(a1) against X + Bern(a0), X ~ Bin(k, a1) + Bin(m - k, a0) for m other participants of
+whom k are at the target. Assumptions, in words:
+
+- the public never sees individual reports (the trusted aggregator does: its view stays local);
+- nothing is released with fewer than n participants (the query's min_reports), so m >= n - 1.
+  More participants only add independent terms to X (post-processing), so m = n - 1 is worst;
+- the number of participants is public and the same in both neighbours (bounded neighbours).
+
+Which k is worst is not assumed: an exhaustive search over small populations finds that
+neither extreme (all others off the target, all on it) is always the worst; one other device at
+the target can be worse than none. `split_pairs` bounds every k instead (see there).
+
+With two or more targets a move changes two counts (t1: a1 -> a0, t2: a0 -> a1), and the
+counts of different targets are independent, so the pair is the composition of both.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+from scipy.stats import binom
+
+from ldpcollect.accounting.pld import DEFAULT_INTERVAL, LossDistribution, PldPair
+from ldpcollect.errors import ParameterError
+
+MAX_PARTICIPANTS = 100_000_000
+
+
+def _log_others(others: int, on_target: int, a1: float, a0: float) -> np.ndarray:
+    """log P(X = c), c = 0..others, X ~ Bin(on_target, a1) + Bin(others - on_target, a0)."""
+    c = np.arange(others + 1)
+    if on_target == 0:
+        return np.asarray(binom.logpmf(c, others, a0), dtype=np.float64)
+    if on_target == others:
+        return np.asarray(binom.logpmf(c, others, a1), dtype=np.float64)
+    mixed = np.convolve(
+        binom.pmf(np.arange(on_target + 1), on_target, a1),
+        binom.pmf(np.arange(others - on_target + 1), others - on_target, a0),
+    )
+    with np.errstate(divide="ignore"):
+        return np.asarray(np.log(mixed), dtype=np.float64)
+
+
+@lru_cache(maxsize=64)
+def rr_count_pair(
+    a1: float, a0: float, others: int, on_target: int = 0, interval: float = DEFAULT_INTERVAL
+) -> PldPair:
+    """PLDs of X + Bern(a1) (forward: the device at the target) against X + Bern(a0)."""
+    if not 0 <= a0 <= a1 <= 1:
+        raise ParameterError("a1/a0", (a1, a0), "0 <= a0 <= a1 <= 1")
+    if not 0 <= on_target <= others:
+        raise ParameterError("on_target", on_target, f"[0, {others}]")
+    log_x = _log_others(others, on_target, a1, a0)
+    minus_inf = np.array([-np.inf])
+    shifted = np.concatenate([minus_inf, log_x])  # log P(X = c - 1), c = 0..others+1
+    same = np.concatenate([log_x, minus_inf])  # log P(X = c)
+
+    def count(a: float) -> np.ndarray:
+        terms = [math.log(w) + x for w, x in ((a, shifted), (1 - a, same)) if w > 0]
+        return terms[0] if len(terms) == 1 else np.logaddexp(terms[0], terms[1])
+
+    at, away = count(a1), count(a0)
+    return PldPair(
+        LossDistribution.from_log_pmfs(at, away, interval),
+        LossDistribution.from_log_pmfs(away, at, interval),
+    )
+
+
+def split_pairs(
+    a1: float, a0: float, participants: int, delta: float, interval: float = DEFAULT_INTERVAL
+) -> list[PldPair]:
+    """Two pairs, one of which bounds every arrangement of the other participants at every
+    epsilon (take the worst of them).
+
+    k others at the target: a device there answers like one elsewhere with probability
+    lambda = (1 - a1)/(1 - a0) and Yes otherwise, so X is a mixture of shifts of
+    Bin(m - k + J, a0); shifts change nothing and fewer others only hurt, so by joint convexity
+    delta_k <= delta_off(m - k). Symmetrically (a device elsewhere answers like one at the
+    target with probability a0/a1, else No) delta_k <= delta_on(k). For any split k*, every k
+    is covered by off(m - k*) (k <= k*) or on(k*) (k >= k*); k* is chosen by bisection to
+    balance the two at `delta`.
+    """
+    if isinstance(participants, bool) or not 1 <= participants <= MAX_PARTICIPANTS:
+        raise ParameterError("participants", participants, f"[1, {MAX_PARTICIPANTS}]")
+    m = participants - 1
+
+    def off(k: int) -> PldPair:
+        return rr_count_pair(a1, a0, m - k, 0, interval)
+
+    def on(k: int) -> PldPair:
+        return rr_count_pair(a1, a0, k, k, interval)
+
+    low, high = 0, m  # off(m - k) worsens and on(k) improves as k grows
+    while low < high:
+        mid = (low + high) // 2
+        if off(mid).epsilon(delta) >= on(mid).epsilon(delta):
+            high = mid
+        else:
+            low = mid + 1
+    best = min(
+        (k for k in (low - 1, low) if 0 <= k <= m),
+        key=lambda k: max(off(k).epsilon(delta), on(k).epsilon(delta)),
+    )
+    return [off(best), on(best)]
+
+
+def rr_count_pairs(
+    flip1: float,
+    flip2: float,
+    n_targets: int,
+    participants: int,
+    delta: float,
+    interval: float = DEFAULT_INTERVAL,
+) -> list[PldPair]:
+    """Pairs (take the worst) bounding one RR release as the public sees it, at `delta`.
+
+    One target: the two split pairs (each covers moves onto and off the target). Two or more:
+    t1's pair composed with t2's reversed, for each choice of split pair at each target.
+    """
+    if n_targets < 1:
+        raise ParameterError("n_targets", n_targets, "[1, 65536]")
+    a1 = flip1 + (1 - flip1) * flip2
+    a0 = (1 - flip1) * flip2
+    candidates = split_pairs(a1, a0, participants, delta, interval)
+    if n_targets == 1:
+        return candidates
+    return [c1.compose(c2.reverse()) for c1 in candidates for c2 in candidates]
