@@ -111,6 +111,10 @@ def cost(
     noise_sigma: Annotated[
         str | None, typer.Option(help="Discrete Gaussian release noise sigma.")
     ] = None,
+    participants: Annotated[
+        int | None,
+        typer.Option(help="RR: the release floor (min_reports); adds the count-level public view."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """What K queries cost: `eps` is the tightest valid (epsilon at delta) for the public."""
@@ -132,7 +136,7 @@ def cost(
                 sigma = Fraction(noise_sigma)
             except (ValueError, ZeroDivisionError) as exc:
                 raise ParameterError("noise-sigma", noise_sigma, "(0, inf)") from exc
-        data = queries_cost(mech, queries, delta, targets, sigma)
+        data = queries_cost(mech, queries, delta, targets, sigma, participants)
     except ParameterError as exc:
         _fail(str(exc))
         return

@@ -87,3 +87,24 @@ def test_human_table_and_errors() -> None:
     assert bad.exit_code == 2 and "sampling_rate must be in (0, 1]" in bad.output
     bad = runner.invoke(app, ["privacy", "cost", "--mechanism", "rr", "--flip1", "0.5"])
     assert bad.exit_code == 2 and "flip1/flip2" in bad.output
+
+
+def test_cost_with_participants_shows_the_count_level_public_view() -> None:
+    rr = ("cost", "--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3", "--targets", "2")
+    data = run_json(*rr, "--participants", "20000")
+    assert data["eps"] == data["eps_count_level"] == pytest.approx(0.19373, abs=1e-5)
+    aggregator = data["aggregator"]
+    assert isinstance(aggregator, dict) and aggregator["eps"] == pytest.approx(5.198, abs=1e-3)
+    several = run_json(*rr, "--participants", "20000", "--queries", "3")
+    assert several["eps_count_level"] is None and several["eps"] == pytest.approx(15.59, abs=0.01)
+    bad = runner.invoke(app, ["privacy", *rr, "--participants", "0"])
+    assert bad.exit_code == 2 and "participants" in bad.output
+
+
+def test_cost_sp_with_noise_composes_the_exact_pair() -> None:
+    data = run_json(
+        "cost", "--mechanism", "sp", "--sampling-rate", "1/2", "--noise-sigma", "5",
+        "--targets", "2", "--queries", "10",
+    )  # fmt: skip
+    assert data["eps"] == data["eps_sp_exact_pair"] == pytest.approx(1.379, abs=5e-4)
+    assert isinstance(data["eps_cks"], float) and data["eps_cks"] > 4.6  # the zCDP figure
