@@ -91,8 +91,9 @@ def _up(value: float, digits: int = 4) -> str:
     return f"{round_up(value, digits):.{digits}g}"
 
 
-def _num(value: float) -> float | str:
-    return "inf" if math.isinf(value) else value
+def _num(value: float) -> float | None:
+    """JSON numbers or null: an infinite figure (no bound) is null; `null_reasons` says why."""
+    return None if math.isinf(value) else value
 
 
 def claim_pair(claim: PrivacyClaim) -> tuple[float, float]:
@@ -281,7 +282,7 @@ class PrivacyLedger:
 
     # -- reporting and persistence --------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
-        """Everything `ldpcollect ledger --json` shows (infinities as "inf")."""
+        """Everything `ldpcollect ledger --json` shows: numbers or null, with `null_reasons`."""
         mode = self.mode
         spent, remaining = self.spent(), self.remaining()
         spent_rho = self.spent_rho()
@@ -300,15 +301,15 @@ class PrivacyLedger:
                 "odometer is the figure valid at any time."
             )
         pure_sum = [r.public().pure_epsilon for r in self.releases]
-        return {
+        summary: dict[str, Any] = {
             "budget": {
                 "epsilon": self.epsilon,
                 "delta": self.delta,
                 "mode": mode,
                 "rho": _num(self.budget_rho) if mode == "zcdp" else None,
             },
-            "budget_epsilon": self.epsilon,
-            "budget_delta": self.delta,
+            "budget_epsilon": self.epsilon if mode != "none" else None,
+            "budget_delta": self.delta if mode != "none" else None,
             "currency": self.currency,
             "spent": _num(spent),
             "remaining": _num(remaining) if mode != "none" else None,
@@ -340,6 +341,18 @@ class PrivacyLedger:
             ],
             "notes": notes,
         }
+        summary["null_reasons"] = {
+            key: (
+                "no budget is set"
+                if mode == "none" and key.startswith(("budget", "remaining"))
+                else "not applicable under this budget's currency"
+                if key in ("remaining_rho", "spent_pure_epsilon")
+                else "no finite bound: a release without a bound in this currency was recorded"
+            )
+            for key, value in summary.items()
+            if value is None
+        }
+        return summary
 
     def _delta_for_reading(self) -> float:
         return self.delta if self.mode == "zcdp" else self.odometer_delta
