@@ -133,7 +133,7 @@ def plan(
 ) -> None:
     """What a target (epsilon, delta) over K queries needs: the release noise sigma (SP: by its
     exact single-device pair, beside what the noise's sensitivity alone would need) or, for RR,
-    the participants floor (--min-reports) at count level (one query)."""
+    the participants floor (--min-reports) at count level."""
     try:
         mech = _mechanism(mechanism, flip1, flip2, sampling_rate)
         if not 1 <= queries <= 1000:
@@ -159,13 +159,12 @@ def plan(
             data["sigma"] = _fraction(exact if exact is not None else gaussian)
             data["sigma_sp_exact_pair"] = _fraction(exact)
         else:
-            floor = rr_participants(mech, epsilon, delta, targets) if queries == 1 else None
+            floor = rr_participants(mech, epsilon, delta, targets, queries)
             data["sigma"] = _fraction(gaussian)
             data["participants"] = floor
             data["notes"].append(
                 "participants: the smallest --min-reports for which the count-level public "
                 "figure meets the target without noise"
-                + ("" if queries == 1 else " (one query only: not computed for several)")
             )
     except ParameterError as exc:
         _fail(str(exc))

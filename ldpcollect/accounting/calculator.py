@@ -48,18 +48,14 @@ def _add_count_level(
     n_targets: int,
     participants: int | None,
 ) -> None:
-    """The count-level public figure (one release; composing it is not yet supported)."""
+    """The count-level public figure, composed over the queries by PLD."""
     if participants is None:
         return
-    if queries > 1:
+    if queries > MAX_PLD_QUERIES:
         result["eps_count_level"] = None
-        result["notes"].append(
-            "count level: composition over several queries is not claimed yet (the worst "
-            "arrangement of the other participants may change between queries); eps is the "
-            "best bound without it"
-        )
+        result["notes"].append(f"count level: not composed beyond {MAX_PLD_QUERIES} queries")
         return
-    count = rr_count_level_epsilon(mechanism, n_targets, participants, delta)
+    count = rr_count_level_epsilon(mechanism, n_targets, participants, delta, queries)
     result["eps_count_level"] = count
     if result["eps"] is None or count < result["eps"]:
         result["eps"] = count

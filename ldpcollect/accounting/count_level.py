@@ -27,7 +27,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.stats import binom
 
-from ldpcollect.accounting.pld import DEFAULT_INTERVAL, LossDistribution, PldPair
+from ldpcollect.accounting.pld import DEFAULT_INTERVAL, LossDistribution, PldPair, envelope_pair
 from ldpcollect.errors import ParameterError
 
 MAX_PARTICIPANTS = 100_000_000
@@ -117,18 +117,27 @@ def rr_count_pairs(
     n_targets: int,
     participants: int,
     delta: float,
+    queries: int = 1,
     interval: float = DEFAULT_INTERVAL,
 ) -> list[PldPair]:
-    """Pairs (take the worst) bounding one RR release as the public sees it, at `delta`.
+    """Pairs (take the worst) bounding `queries` RR releases as the public sees them.
 
-    One target: the two split pairs (each covers moves onto and off the target). Two or more:
-    t1's pair composed with t2's reversed, for each choice of split pair at each target.
+    Per query the candidates are the split pairs (one target; each covers moves onto and off
+    the target) or, with two or more targets, t1's pair composed with t2's reversed for each
+    choice of split pair at each target. One query: the worst candidate. Several: the others
+    may be arranged differently and the device may move differently in each query, so one
+    pair dominating every candidate and its reverse (`pld.envelope_pair`) is composed.
     """
     if n_targets < 1:
         raise ParameterError("n_targets", n_targets, "[1, 65536]")
+    if isinstance(queries, bool) or queries < 1:
+        raise ParameterError("queries", queries, "[1, inf)")
     a1 = flip1 + (1 - flip1) * flip2
     a0 = (1 - flip1) * flip2
-    candidates = split_pairs(a1, a0, participants, delta, interval)
-    if n_targets == 1:
+    split = split_pairs(a1, a0, participants, delta, interval)
+    candidates = (
+        split if n_targets == 1 else [c1.compose(c2.reverse()) for c1 in split for c2 in split]
+    )
+    if queries == 1:
         return candidates
-    return [c1.compose(c2.reverse()) for c1 in candidates for c2 in candidates]
+    return [envelope_pair(candidates).self_compose(queries)]

@@ -93,14 +93,14 @@ def sp_sigma(
 
 
 def rr_participants(
-    mechanism: RandomizedResponse, epsilon: float, delta: float, n_targets: int
+    mechanism: RandomizedResponse, epsilon: float, delta: float, n_targets: int, queries: int = 1
 ) -> int | None:
-    """Smallest participants floor for which one RR release meets (epsilon, delta) for the
-    public at count level; None beyond `MAX_PARTICIPANTS`."""
+    """Smallest participants floor for which `queries` RR releases meet (epsilon, delta) for
+    the public at count level; None beyond `MAX_PARTICIPANTS`."""
     _check_target(epsilon, delta)
 
     def ok(n: int) -> bool:
-        return rr_count_level_epsilon(mechanism, n_targets, n, delta) <= epsilon
+        return rr_count_level_epsilon(mechanism, n_targets, n, delta, queries) <= epsilon
 
     # Bracket by doubling, then bisect (each evaluation is one exact PLD computation).
     high = 1

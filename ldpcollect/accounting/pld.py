@@ -213,3 +213,62 @@ def on_off_mixes(pair: PldPair, queries: int) -> list[PldPair]:
             result = result.compose(power)
         mixes.append(result)
     return mixes
+
+
+def envelope(candidates: list[LossDistribution]) -> LossDistribution:
+    """One PLD whose pair dominates every candidate's (at every real epsilon): composing it K
+    times bounds any sequence of K candidates, whichever is chosen at each step.
+
+    In t = e^eps a hockey-stick curve is convex and piecewise linear with kinks at e^loss; on
+    a common loss grid the largest of the candidates' curves is interpolated by chords between
+    grid points (a chord lies above a convex function), from (0, 1) on the left (where every
+    curve is a line through (0, 1)) to the largest mass at +inf on the right (where every
+    curve is flat). The chords' slope changes are the masses of the envelope's PLD ("connect the
+    dots", Doroshenko, Ghazi, Kamath, Kumar and Manurangsi 2022). Where one candidate is the
+    largest at both ends of a segment the chord is that candidate's own line, and its slope is
+    taken from its suffix sums, so cancellation only enters at the few switching segments.
+    """
+    if not candidates:
+        raise ParameterError("candidates", candidates, "at least one distribution")
+    interval = candidates[0].interval
+    if any(c.interval != interval for c in candidates):
+        raise ParameterError("interval", [c.interval for c in candidates], "one common grid")
+    low = min(c.offset for c in candidates)
+    high = max(c.offset + c.probs.size - 1 for c in candidates)
+    size = high - low + 1
+    grid = (low + np.arange(size, dtype=np.float64)) * interval
+    t = np.exp(grid)
+    curves = np.empty((len(candidates), size))
+    slopes = np.empty((len(candidates), size))  # slope on the segment ending at grid point j
+    for row, c in enumerate(candidates):
+        probs = np.zeros(size)
+        probs[c.offset - low : c.offset - low + c.probs.size] = c.probs
+        weighted = probs * np.exp(-grid)
+        above_p = np.append(np.cumsum(probs[::-1])[::-1], 0.0)  # sum over grid index >= j
+        above_q = np.append(np.cumsum(weighted[::-1])[::-1], 0.0)
+        # delta at grid point j: losses strictly above it contribute p (1 - t_j e^-l).
+        curves[row] = above_p[1:] - t * above_q[1:] + c.infinity_mass
+        slopes[row] = -above_q[:size]  # on (t_{j-1}, t_j) every loss >= l_j is active
+    best = np.argmax(curves, axis=0)
+    height = curves[best, np.arange(size)]
+    slope = np.empty(size + 1)
+    slope[0] = (height[0] - 1.0) / t[0]  # the line through (0, 1)
+    same = best[1:] == best[:-1]
+    chord = (height[1:] - height[:-1]) / (t[1:] - t[:-1])
+    own = slopes[best[1:], np.arange(1, size)]
+    slope[1:size] = np.where(same, own, chord)
+    slope[size] = 0.0  # flat beyond the largest loss
+    masses = np.clip(t * (slope[1:] - slope[:-1]), 0.0, None)
+    infinity = float(height[-1])
+    # Renormalise to total 1 by moving any excess or shortfall to +inf (never below the curve).
+    shortfall = 1.0 - infinity - math.fsum(masses.tolist())
+    return LossDistribution(
+        interval, low, masses, min(1.0, infinity + max(0.0, shortfall))
+    )._trimmed()
+
+
+def envelope_pair(candidates: list[PldPair]) -> PldPair:
+    """A symmetric pair dominating every candidate and every candidate's reverse."""
+    both = [d for c in candidates for d in (c.forward, c.backward)]
+    worst = envelope(both)
+    return PldPair(worst, worst)

@@ -249,11 +249,15 @@ def _rr_claims(
 
 @lru_cache(maxsize=256)
 def rr_count_level_epsilon(
-    mechanism: RandomizedResponse, n_targets: int, participants: int, delta: float
+    mechanism: RandomizedResponse,
+    n_targets: int,
+    participants: int,
+    delta: float,
+    queries: int = 1,
 ) -> float:
-    """Epsilon at delta of one release as counts over at least `participants` devices."""
+    """Epsilon at delta of `queries` releases as counts over at least `participants` devices."""
     pairs = rr_count_pairs(
-        float(mechanism.flip1), float(mechanism.flip2), n_targets, participants, delta
+        float(mechanism.flip1), float(mechanism.flip2), n_targets, participants, delta, queries
     )
     return pld_worst_epsilon(pairs, delta)
 

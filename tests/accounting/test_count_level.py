@@ -101,3 +101,29 @@ def test_public_view_at_count_level_aggregator_view_local() -> None:
     assert "at least 20000 participants" in public.explanation
     assert aggregator.epsilon == pytest.approx(5.198, abs=1e-3)  # trusted: sees every report
     assert public.pure_epsilon == aggregator.pure_epsilon  # pure figure stays the local one
+
+
+@pytest.mark.parametrize(("n", "targets"), [(4, 1), (12, 1), (3, 2), (6, 2)])
+def test_composed_figure_bounds_every_sequence_of_arrangements(n: int, targets: int) -> None:
+    """Two queries, each with its own arrangement of the others and its own move: the exact
+    delta of every combination (product of two single-query neighbouring pairs) at the
+    composed claim is within delta."""
+    delta = 1e-3
+    dists, pairs, _ = rr_dists(n, targets, "0.85", "0.3", None)
+    claim = rr_count_level_epsilon(RR, targets, n, delta, 2)
+    worst = 0.0
+    for a, b in pairs:
+        for c, d in pairs:
+            for first in ((a, b), (b, a)):
+                p = np.multiply.outer(dists[first[0]], dists[c]).ravel()
+                q = np.multiply.outer(dists[first[1]], dists[d]).ravel()
+                worst = max(worst, hockey(p, q, claim), hockey(q, p, claim))
+    assert worst <= delta + TOL
+    assert claim >= rr_count_level_epsilon(RR, targets, n, delta)  # two cost more than one
+
+
+def test_ten_queries_at_twenty_thousand() -> None:
+    ten = rr_count_level_epsilon(RR, 2, 20_000, 1e-6, 10)
+    assert ten == pytest.approx(0.6498, abs=1e-4)  # all others elsewhere alone: 0.525
+    off = rr_count_pair(A1, A0, 19_999, 0)
+    assert off.compose(off.reverse()).self_compose(10).epsilon(1e-6) < ten
