@@ -25,9 +25,16 @@ import math
 from functools import lru_cache
 
 import numpy as np
+from scipy.special import logsumexp
 from scipy.stats import binom
 
-from ldpcollect.accounting.pld import DEFAULT_INTERVAL, LossDistribution, PldPair, envelope_pair
+from ldpcollect.accounting.pld import (
+    DEFAULT_INTERVAL,
+    Floats,
+    LossDistribution,
+    PldPair,
+    envelope_pair,
+)
 from ldpcollect.errors import ParameterError
 
 MAX_PARTICIPANTS = 100_000_000
@@ -48,6 +55,29 @@ def _log_others(others: int, on_target: int, a1: float, a0: float) -> np.ndarray
         return np.asarray(np.log(mixed), dtype=np.float64)
 
 
+def _count_log_pmfs(a1: float, a0: float, others: int, on_target: int) -> tuple[Floats, Floats]:
+    """log pmfs of X + Bern(a1) and X + Bern(a0) on c = 0..others+1."""
+    log_x = _log_others(others, on_target, a1, a0)
+    minus_inf = np.array([-np.inf])
+    shifted = np.concatenate([minus_inf, log_x])  # log P(X = c - 1)
+    same = np.concatenate([log_x, minus_inf])  # log P(X = c)
+
+    def count(a: float) -> Floats:
+        terms = [math.log(w) + x for w, x in ((a, shifted), (1 - a, same)) if w > 0]
+        return terms[0] if len(terms) == 1 else np.logaddexp(terms[0], terms[1])
+
+    return count(a1), count(a0)
+
+
+def _renyi(log_p: Floats, log_q: Floats, alpha: float) -> float:
+    """D_alpha(P || Q) from full log pmfs (no truncation: both have the same finite support)."""
+    keep = log_p > -np.inf
+    if np.any(log_q[keep] == -np.inf):
+        return math.inf
+    terms = alpha * log_p[keep] + (1 - alpha) * log_q[keep]
+    return max(0.0, float(logsumexp(terms)) / (alpha - 1))
+
+
 @lru_cache(maxsize=64)
 def rr_count_pair(
     a1: float, a0: float, others: int, on_target: int = 0, interval: float = DEFAULT_INTERVAL
@@ -57,16 +87,7 @@ def rr_count_pair(
         raise ParameterError("a1/a0", (a1, a0), "0 <= a0 <= a1 <= 1")
     if not 0 <= on_target <= others:
         raise ParameterError("on_target", on_target, f"[0, {others}]")
-    log_x = _log_others(others, on_target, a1, a0)
-    minus_inf = np.array([-np.inf])
-    shifted = np.concatenate([minus_inf, log_x])  # log P(X = c - 1), c = 0..others+1
-    same = np.concatenate([log_x, minus_inf])  # log P(X = c)
-
-    def count(a: float) -> np.ndarray:
-        terms = [math.log(w) + x for w, x in ((a, shifted), (1 - a, same)) if w > 0]
-        return terms[0] if len(terms) == 1 else np.logaddexp(terms[0], terms[1])
-
-    at, away = count(a1), count(a0)
+    at, away = _count_log_pmfs(a1, a0, others, on_target)
     return PldPair(
         LossDistribution.from_log_pmfs(at, away, interval),
         LossDistribution.from_log_pmfs(away, at, interval),
@@ -87,6 +108,18 @@ def split_pairs(
     is covered by off(m - k*) (k <= k*) or on(k*) (k >= k*); k* is chosen by bisection to
     balance the two at `delta`.
     """
+    m, best = split_point(a1, a0, participants, delta, interval)
+    return [
+        rr_count_pair(a1, a0, m - best, 0, interval),
+        rr_count_pair(a1, a0, best, best, interval),
+    ]
+
+
+@lru_cache(maxsize=64)
+def split_point(
+    a1: float, a0: float, participants: int, delta: float, interval: float = DEFAULT_INTERVAL
+) -> tuple[int, int]:
+    """(m, k*): the other participants and the split balancing both bounds at `delta`."""
     if isinstance(participants, bool) or not 1 <= participants <= MAX_PARTICIPANTS:
         raise ParameterError("participants", participants, f"[1, {MAX_PARTICIPANTS}]")
     m = participants - 1
@@ -108,7 +141,30 @@ def split_pairs(
         (k for k in (low - 1, low) if 0 <= k <= m),
         key=lambda k: max(off(k).epsilon(delta), on(k).epsilon(delta)),
     )
-    return [off(best), on(best)]
+    return m, best
+
+
+def rr_count_renyi(
+    flip1: float,
+    flip2: float,
+    n_targets: int,
+    participants: int,
+    delta: float,
+    orders: tuple[float, ...],
+) -> tuple[float, ...]:
+    """Renyi divergence at each order bounding one release as counts (every arrangement, by
+    the same split; Renyi divergences are jointly convex too). Two or more targets add the
+    worst forward and the worst backward divergence (a product's divergence is the sum)."""
+    a1 = flip1 + (1 - flip1) * flip2
+    a0 = (1 - flip1) * flip2
+    m, k = split_point(a1, a0, participants, delta)
+    pmfs = [_count_log_pmfs(a1, a0, m - k, 0), _count_log_pmfs(a1, a0, k, k)]
+    result = []
+    for alpha in orders:
+        forward = max(_renyi(p, q, alpha) for p, q in pmfs)
+        backward = max(_renyi(q, p, alpha) for p, q in pmfs)
+        result.append(forward + backward if n_targets >= 2 else max(forward, backward))
+    return tuple(result)
 
 
 def rr_count_pairs(

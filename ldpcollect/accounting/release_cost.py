@@ -31,7 +31,7 @@ from ldpcollect.accounting.conversions import (
     cks_epsilon,
     cks_term,
 )
-from ldpcollect.accounting.count_level import MAX_PARTICIPANTS, rr_count_pairs
+from ldpcollect.accounting.count_level import MAX_PARTICIPANTS, rr_count_pairs, rr_count_renyi
 from ldpcollect.accounting.discrete_gaussian import ShiftedGaussianProfile
 from ldpcollect.accounting.local_pairs import (
     Pair,
@@ -50,6 +50,21 @@ from ldpcollect.mechanisms import Mechanism, RandomizedResponse, SamplingPrivacy
 VIEWS = ("public", "aggregator")
 GUARANTEES = ("pure", "zcdp", "approximate", "none")
 MAX_TARGETS = 65_536
+# Orders of the Renyi filter (`renyi_filter`); claims that have their own curve state it there.
+FILTER_ORDERS: tuple[float, ...] = (
+    1.25,
+    1.5,
+    2.0,
+    3.0,
+    4.0,
+    6.0,
+    8.0,
+    12.0,
+    16.0,
+    24.0,
+    32.0,
+    64.0,
+)
 # Orders at which RDP curves are combined and converted (any order gives a valid bound).
 ORDERS: tuple[float, ...] = tuple(float(a) for a in 1.0 + np.logspace(-2.5, 3.5, 400))
 
@@ -68,6 +83,7 @@ class PrivacyClaim:
     explanation: str
     headline: str = "local_exact"  # the method that gives `epsilon`
     figures: dict[str, float] = field(default_factory=dict)  # other valid epsilons at `delta`
+    renyi: dict[str, float] = field(default_factory=dict)  # D_alpha by order ("2", "1.5")
 
     def to_json(self) -> dict[str, Any]:
         """JSON of numbers or null; `null_reasons` says why each null is null."""
@@ -87,6 +103,10 @@ class PrivacyClaim:
             if math.isinf(value):
                 data["figures"][name] = None
                 reasons[f"figures.{name}"] = "this method gives no finite bound here"
+        for order, value in self.renyi.items():
+            if math.isinf(value):
+                data["renyi"][order] = None
+                reasons[f"renyi.{order}"] = "no finite Renyi divergence at this order"
         data["null_reasons"] = reasons
         return data
 
@@ -103,6 +123,7 @@ class PrivacyClaim:
             explanation=str(data["explanation"]),
             headline=str(data.get("headline", "local_exact")),
             figures={str(k): _decode(v) for k, v in data.get("figures", {}).items()},
+            renyi={str(k): _decode(v) for k, v in data.get("renyi", {}).items()},
         )
 
 
@@ -270,6 +291,15 @@ def _with_count_level(
         return public
     count_eps = rr_count_level_epsilon(mechanism, n_targets, participants, public.delta)
     figures = {**public.figures, "count_level": count_eps}
+    divergences = rr_count_renyi(
+        float(mechanism.flip1),
+        float(mechanism.flip2),
+        n_targets,
+        participants,
+        public.delta,
+        FILTER_ORDERS,
+    )
+    renyi = {f"{a:g}": d for a, d in zip(FILTER_ORDERS, divergences, strict=True)}
     words = (
         f" Count level: the public sees only counts over at least {participants} participants "
         "(nothing is released below that floor, min_reports), and the other participants' "
@@ -278,9 +308,10 @@ def _with_count_level(
         f"{count_eps:.6g} at delta {public.delta:g}."
     )
     if not count_eps < public.epsilon:
-        return replace(public, figures=figures, explanation=public.explanation + words)
+        return replace(public, figures=figures, renyi=renyi, explanation=public.explanation + words)
     return replace(
         public,
+        renyi=renyi,
         epsilon=count_eps,
         headline="count_level",
         figures=figures,
