@@ -34,6 +34,14 @@ delta; we never take the smaller epsilon of one with the smaller delta of the ot
 pair replaces the tier pair only when its epsilon is smaller at a delta no larger;
 otherwise the tier pair is reported and the other pair is shown beside it. When the basic pair
 has delta 0 (every release pure) it holds with probability 1, so no failure probability is added.
+
+Caveat on deltas (issue 9): Rogers et al.'s basic odometer is valid against a delta_g fixed in
+advance; both readings here report the REALIZED sum of the approximate releases' deltas (and
+the tier reading adds it to delta_o). That is a valid statement when those deltas and the number
+of approximate releases were fixed before the first release (each claim is stated at the same
+reporting delta, so it is when the operator fixed how many queries to run); when the number of
+releases was chosen adaptively, read the pair as (epsilon, delta_g) only for a delta_g >= the
+reported delta that was fixed in advance. The method text says so whenever such deltas are added.
 """
 
 from __future__ import annotations
@@ -298,6 +306,13 @@ class PrivacyLedger:
             if basic_delta == 0
             else f"basic composition of the {n} releases' public claims (epsilons and deltas add)"
         )
+        if any(c.delta > 0 and c.pure_epsilon is None for c in publics):
+            caveat = (
+                " (deltas of approximate releases are added as realized: valid if those "
+                "releases were fixed in advance, else only against a delta fixed beforehand)"
+            )
+            basic_words += caveat
+            tier_words += caveat if approx else ""
         # Report the basic pair only when its epsilon is smaller at a delta no larger: each pair
         # is one valid odometer's reading; the smaller epsilon never borrows the other's delta.
         if basic_eps < tier_eps and basic_delta <= tier_delta:
