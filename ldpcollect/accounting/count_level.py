@@ -38,6 +38,10 @@ from ldpcollect.accounting.pld import (
 from ldpcollect.errors import ParameterError
 
 MAX_PARTICIPANTS = 100_000_000
+# Releases account a larger floor as this one: a lower floor is still a valid floor, the figure
+# is already small there (0.0232 for RR 0.85/0.3, two targets), and one exact computation at
+# 10^6 takes seconds.
+RELEASE_FLOOR_CAP = 1_000_000
 
 
 def _log_others(others: int, on_target: int, a1: float, a0: float) -> np.ndarray:

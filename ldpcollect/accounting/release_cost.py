@@ -31,7 +31,7 @@ from ldpcollect.accounting.conversions import (
     cks_epsilon,
     cks_term,
 )
-from ldpcollect.accounting.count_level import MAX_PARTICIPANTS, rr_count_pairs, rr_count_renyi
+from ldpcollect.accounting.count_level import RELEASE_FLOOR_CAP, rr_count_pairs, rr_count_renyi
 from ldpcollect.accounting.discrete_gaussian import ShiftedGaussianProfile
 from ldpcollect.accounting.local_pairs import (
     Pair,
@@ -171,10 +171,13 @@ def release_claims(
 
     `participants`: the floor below which nothing is released (the query's min_reports); with
     it, randomized response's public view is also bounded at the count level (`count_level`).
+    Floors above `RELEASE_FLOOR_CAP` are accounted as that cap (still a valid floor).
     """
     _validate(n_targets, noise_sigma, delta)
-    if participants is not None and not 1 <= participants <= MAX_PARTICIPANTS:
-        raise ParameterError("participants", participants, f"[1, {MAX_PARTICIPANTS}]")
+    if participants is not None:
+        if isinstance(participants, bool) or participants < 1:
+            raise ParameterError("participants", participants, "[1, inf)")
+        participants = min(participants, RELEASE_FLOOR_CAP)
     if isinstance(mechanism, RandomizedResponse):
         return _rr_claims(mechanism, n_targets, noise_sigma, delta, participants)
     if isinstance(mechanism, SamplingPrivacy):

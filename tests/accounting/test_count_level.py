@@ -127,3 +127,11 @@ def test_ten_queries_at_twenty_thousand() -> None:
     assert ten == pytest.approx(0.6498, abs=1e-4)  # all others elsewhere alone: 0.525
     off = rr_count_pair(A1, A0, 19_999, 0)
     assert off.compose(off.reverse()).self_compose(10).epsilon(1e-6) < ten
+
+
+def test_huge_floors_are_accounted_as_the_cap_and_bad_floors_refused() -> None:
+    huge = release_claims(RR, 1, None, 1e-6, participants=2**62)[0]
+    capped = release_claims(RR, 1, None, 1e-6, participants=1_000_000)[0]
+    assert huge == capped and huge.headline == "count_level"
+    with pytest.raises(ValueError, match="participants"):
+        release_claims(RR, 1, None, 1e-6, participants=0)
