@@ -41,7 +41,8 @@ the tier reading adds it to delta_o). That is a valid statement when those delta
 of approximate releases were fixed before the first release (each claim is stated at the same
 reporting delta, so it is when the operator fixed how many queries to run); when the number of
 releases was chosen adaptively, read the pair as (epsilon, delta_g) only for a delta_g >= the
-reported delta that was fixed in advance. The method text says so whenever such deltas are added.
+reported delta that was fixed in advance. The summary's notes say so whenever such deltas
+are added.
 """
 
 from __future__ import annotations
@@ -306,13 +307,6 @@ class PrivacyLedger:
             if basic_delta == 0
             else f"basic composition of the {n} releases' public claims (epsilons and deltas add)"
         )
-        if any(c.delta > 0 and c.pure_epsilon is None for c in publics):
-            caveat = (
-                " (deltas of approximate releases are added as realized: valid if those "
-                "releases were fixed in advance, else only against a delta fixed beforehand)"
-            )
-            basic_words += caveat
-            tier_words += caveat if approx else ""
         # Report the basic pair only when its epsilon is smaller at a delta no larger: each pair
         # is one valid odometer's reading; the smaller epsilon never borrows the other's delta.
         if basic_eps < tier_eps and basic_delta <= tier_delta:
@@ -353,6 +347,13 @@ class PrivacyLedger:
             for c in r.claims:
                 if c.guarantee in ("approximate", "none"):
                     notes.append(f"{r.query_id} ({c.view}): {c.explanation}")
+        if any(c.delta > 0 and c.pure_epsilon is None for c in (r.public() for r in self.releases)):
+            notes.append(
+                "The odometer adds the deltas of releases without a pure bound as realized: that "
+                "reading is valid if those releases were fixed in advance; if their number was "
+                "chosen after seeing results, it holds only against a delta fixed beforehand that "
+                "is at least as large."
+            )
         if mode == "zcdp":
             notes.append(
                 "spent_epsilon converts the rho spent so far at the budget's delta; the filter "

@@ -289,8 +289,9 @@ def rr_count_level_epsilon(
 def _with_count_level(
     public: PrivacyClaim, mechanism: RandomizedResponse, n_targets: int, participants: int | None
 ) -> PrivacyClaim:
-    """The public claim, tightened by the count-level bound when a participants floor is set."""
-    if participants is None:
+    """The public claim, tightened by the count-level bound when a participants floor is set
+    (a floor of 1 leaves the device alone: the local figure, already exact, stands)."""
+    if participants is None or participants < 2:
         return public
     count_eps = rr_count_level_epsilon(mechanism, n_targets, participants, public.delta)
     figures = {**public.figures, "count_level": count_eps}
