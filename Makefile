@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest bench-overload bench-tokens bench-vdaf clean
+.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest bench-overload bench-tokens bench-vdaf bench-accounting clean
 
 $(BIN)/.installed: pyproject.toml
 	@echo "==> creating $(VENV) and installing ldpcollect with its dev tools (about 2 minutes the first time)"
@@ -36,10 +36,13 @@ demo: install
 proto: install
 	$(BIN)/python scripts/gen_proto.py
 
-bench: bench-mechanisms bench-ingest bench-vdaf bench-tokens bench-overload
+bench: bench-mechanisms bench-ingest bench-vdaf bench-tokens bench-overload bench-accounting
 
 bench-mechanisms: install
 	$(BIN)/python bench/mechanisms.py
+
+bench-accounting: install
+	$(BIN)/python -m bench.accounting
 
 bench-ingest: install
 	$(BIN)/python -m bench.ingest --plot out/ingest.png

@@ -40,7 +40,8 @@ def query_to_proto(info: QueryInfo) -> pb.Query:
 
 
 def claim_to_proto(claim: dict[str, Any]) -> pb.PrivacyClaim:
-    """A stored claim (`PrivacyClaim.to_json()`, infinities as "inf") as its wire message."""
+    """A stored claim (`PrivacyClaim.to_json()`: null, or legacy "inf", for no bound) as its
+    wire message (+inf for no bound)."""
     c = PrivacyClaim.from_json(claim)
     return pb.PrivacyClaim(
         view=c.view,
@@ -51,6 +52,8 @@ def claim_to_proto(claim: dict[str, Any]) -> pb.PrivacyClaim:
         rho=c.rho,
         pure_epsilon=c.pure_epsilon,
         explanation=c.explanation,
+        headline=c.headline,
+        figures=c.figures,
     )
 
 

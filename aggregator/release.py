@@ -3,7 +3,8 @@
 Order of a release (each step sees only what the previous one decided):
   1. claims: the release's privacy cost for the public and the aggregator
      (`ldpcollect.accounting.release_cost.release_claims`, from the query's mechanism, target
-     count and noise sigma, at the ledger's reporting delta);
+     count, noise sigma and min_reports (the participants floor of the count-level view), at
+     the ledger's reporting delta);
   2. filter: `PrivacyLedger.check` refuses a release that would exceed the budget with
      `Exhausted` (spent, requested, remaining) BEFORE anything is computed or noised;
   3. noise: exact discrete Gaussian noise on every released round count (when requested);
@@ -54,7 +55,7 @@ Counts = npt.NDArray[np.int64]
 # The delta at which claims are stated when no (epsilon, delta) budget fixes one.
 DEFAULT_REPORTING_DELTA = 1e-6
 
-_ClaimKey = tuple[str, tuple[tuple[str, str], ...], int, Fraction | None, float]
+_ClaimKey = tuple[str, tuple[tuple[str, str], ...], int, Fraction | None, float, int]
 
 
 def iso_time(seconds: float) -> str:
@@ -125,13 +126,20 @@ class ReleaseAccounting:
             len(spec.targets),
             spec.noise_sigma,
             delta,
+            spec.min_reports,
         )
         with self._lock:
             cached = self._cache.get(key)
         if cached is None:
             try:
                 cached = tuple(
-                    release_claims(spec.mechanism, len(spec.targets), spec.noise_sigma, delta)
+                    release_claims(
+                        spec.mechanism,
+                        len(spec.targets),
+                        spec.noise_sigma,
+                        delta,
+                        participants=spec.min_reports,  # nothing is released below it
+                    )
                 )
                 if gives_no_privacy(spec.mechanism):
                     cached = tuple(

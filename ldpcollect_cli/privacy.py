@@ -1,4 +1,5 @@
-"""Commands: `ldpcollect privacy convert` and `ldpcollect privacy cost` (a budget calculator)."""
+"""Commands: `ldpcollect privacy convert`, `privacy cost` (a budget calculator) and `privacy plan`
+(the noise or participants floor a target (epsilon, delta) needs)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from ldpcollect.accounting.conversions import (
     round_up,
     sigma_for_target,
 )
+from ldpcollect.accounting.planner import gaussian_sigma, rr_participants, sp_sigma
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
 
@@ -97,6 +99,79 @@ def convert(
     _show(data, as_json, "zCDP conversion")
 
 
+def _mechanism(
+    mechanism: str, flip1: str | None, flip2: str | None, sampling_rate: str | None
+) -> RandomizedResponse | SamplingPrivacy:
+    if mechanism == "rr":
+        if flip1 is None or flip2 is None:
+            raise ParameterError("flip1/flip2", None, "both given for --mechanism rr")
+        return RandomizedResponse(flip1, flip2)
+    if mechanism == "sp":
+        if sampling_rate is None:
+            raise ParameterError("sampling-rate", None, "(0, 1] for --mechanism sp")
+        return SamplingPrivacy(sampling_rate)
+    raise ParameterError("mechanism", mechanism, "one of 'rr', 'sp'")
+
+
+def _fraction(value: Fraction | None) -> float | None:
+    return None if value is None else float(value)
+
+
+@privacy_app.command()
+def plan(
+    mechanism: Annotated[str, typer.Option(help="rr or sp.")],
+    epsilon: Annotated[float, typer.Option(help="Target epsilon for the public, over K queries.")],
+    delta: Annotated[float, typer.Option(help="Target delta, in (0, 1).")] = 1e-6,
+    queries: Annotated[int, typer.Option(help="Number of queries (releases).")] = 1,
+    targets: Annotated[int, typer.Option(help="Targets per query (2+ = two answers change).")] = 1,
+    flip1: Annotated[
+        str | None, typer.Option(help="RR: probability of answering truthfully.")
+    ] = None,
+    flip2: Annotated[str | None, typer.Option(help="RR: probability of Yes otherwise.")] = None,
+    sampling_rate: Annotated[str | None, typer.Option(help="SP: sampling rate s.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """What a target (epsilon, delta) over K queries needs: the release noise sigma (SP: by its
+    exact single-device pair, beside what the noise's sensitivity alone would need) or, for RR,
+    the participants floor (--min-reports) at count level."""
+    try:
+        mech = _mechanism(mechanism, flip1, flip2, sampling_rate)
+        if not 1 <= queries <= 1000:
+            raise ParameterError("queries", queries, "[1, 1000]")
+        if not 1 <= targets <= 65_536:
+            raise ParameterError("targets", targets, "[1, 65536]")
+        gaussian = gaussian_sigma(epsilon, delta, targets, queries)
+        data: dict[str, Any] = {
+            "mechanism": mech.name,
+            "params": mech.params(),
+            "epsilon": epsilon,
+            "delta": delta,
+            "queries": queries,
+            "targets": targets,
+            "sigma_noise_alone": _fraction(gaussian),
+            "notes": [
+                "sigma_noise_alone: discrete Gaussian sigma on every released count, from the "
+                "noise's sensitivity alone (exact profile); sigmas are rounded up to hundredths"
+            ],
+        }
+        if isinstance(mech, SamplingPrivacy):
+            exact = sp_sigma(mech.sampling_rate, epsilon, delta, targets, queries)
+            data["sigma"] = _fraction(exact if exact is not None else gaussian)
+            data["sigma_sp_exact_pair"] = _fraction(exact)
+        else:
+            floor = rr_participants(mech, epsilon, delta, targets, queries)
+            data["sigma"] = _fraction(gaussian)
+            data["participants"] = floor
+            data["notes"].append(
+                "participants: the smallest --min-reports for which the count-level public "
+                "figure meets the target without noise"
+            )
+    except ParameterError as exc:
+        _fail(str(exc))
+        return
+    _show(data, as_json, f"plan for epsilon {epsilon:g} at delta {delta:g}")
+
+
 @privacy_app.command()
 def cost(
     mechanism: Annotated[str, typer.Option(help="rr or sp.")],
@@ -111,28 +186,22 @@ def cost(
     noise_sigma: Annotated[
         str | None, typer.Option(help="Discrete Gaussian release noise sigma.")
     ] = None,
+    participants: Annotated[
+        int | None,
+        typer.Option(help="RR: the release floor (min_reports); adds the count-level public view."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """What K queries cost: `eps` is the tightest valid (epsilon at delta) for the public."""
     try:
-        mech: RandomizedResponse | SamplingPrivacy
-        if mechanism == "rr":
-            if flip1 is None or flip2 is None:
-                raise ParameterError("flip1/flip2", None, "both given for --mechanism rr")
-            mech = RandomizedResponse(flip1, flip2)
-        elif mechanism == "sp":
-            if sampling_rate is None:
-                raise ParameterError("sampling-rate", None, "(0, 1] for --mechanism sp")
-            mech = SamplingPrivacy(sampling_rate)
-        else:
-            raise ParameterError("mechanism", mechanism, "one of 'rr', 'sp'")
+        mech = _mechanism(mechanism, flip1, flip2, sampling_rate)
         sigma = None
         if noise_sigma is not None:
             try:
                 sigma = Fraction(noise_sigma)
             except (ValueError, ZeroDivisionError) as exc:
                 raise ParameterError("noise-sigma", noise_sigma, "(0, inf)") from exc
-        data = queries_cost(mech, queries, delta, targets, sigma)
+        data = queries_cost(mech, queries, delta, targets, sigma, participants)
     except ParameterError as exc:
         _fail(str(exc))
         return

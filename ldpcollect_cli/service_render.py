@@ -6,6 +6,7 @@ import json
 import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from google.protobuf.message import Message
 from rich import box
@@ -24,11 +25,25 @@ STATE_NAMES = {
 }
 
 
-def number(value: float) -> float | str:
-    """JSON has no infinity or NaN: those travel as the strings "inf", "-inf", "nan"."""
-    if math.isfinite(value):
-        return value
-    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+def number(value: float) -> float | None:
+    """JSON has no infinity or NaN: such a value is written as null, and the object holding it
+    says why in its `null_reasons`."""
+    return value if math.isfinite(value) else None
+
+
+def _claim_reasons(claim: pb.PrivacyClaim, data: dict[str, Any]) -> dict[str, str]:
+    reasons: dict[str, str] = {}
+    for key in ("epsilon", "epsilon_bun_steinke"):
+        if data[key] is None:
+            reasons[key] = f"no finite bound at delta {claim.delta:g} ({claim.guarantee})"
+    if data["rho"] is None:
+        reasons["rho"] = "no zCDP bound for this view"
+    if data["pure_epsilon"] is None:
+        reasons["pure_epsilon"] = "no pure-DP bound for this view"
+    for name, value in data["figures"].items():
+        if value is None:
+            reasons[f"figures.{name}"] = "this method gives no finite bound here"
+    return reasons
 
 
 def print_json(data: object) -> None:
@@ -60,16 +75,22 @@ def query_json(query: pb.Query) -> dict[str, object]:
 
 
 def claim_json(claim: pb.PrivacyClaim) -> dict[str, object]:
-    return {
+    """One view's claim: `epsilon` is the headline figure (its method named in `headline`);
+    `figures` holds the other valid epsilons at the same delta, by method."""
+    data: dict[str, Any] = {
         "view": claim.view,
         "guarantee": claim.guarantee,
+        "headline": claim.headline or "epsilon",
         "epsilon": number(claim.epsilon),
         "delta": number(claim.delta),
         "epsilon_bun_steinke": number(claim.epsilon_bun_steinke),
         "rho": number(claim.rho) if claim.HasField("rho") else None,
         "pure_epsilon": number(claim.pure_epsilon) if claim.HasField("pure_epsilon") else None,
+        "figures": {k: number(v) for k, v in sorted(claim.figures.items())},
         "explanation": claim.explanation,
     }
+    data["null_reasons"] = _claim_reasons(claim, data)
+    return data
 
 
 def release_json(release: pb.QueryRelease) -> dict[str, object]:
@@ -95,25 +116,29 @@ def release_json(release: pb.QueryRelease) -> dict[str, object]:
     }
 
 
-def _optional(message: Message, name: str) -> float | str | None:
+def _optional(message: Message, name: str) -> float | None:
     """An `optional double` field: its number, or None when absent."""
     return number(getattr(message, name)) if message.HasField(name) else None
 
 
 def ledger_json(ledger: pb.Ledger) -> dict[str, object]:
     """Budget, spent and remaining (in the filter's currency, as rho and as epsilon in both
-    conversions), the odometer, every release with its claims, budget changes and notes."""
-    return {
+    conversions), the odometer, every release with its claims, budget changes and notes.
+    Numbers are numbers or null; `null_reasons` says why each top-level null is null."""
+    budget_set = ledger.budget_mode != "none"
+    budget_epsilon = number(ledger.budget_epsilon) if budget_set else None
+    budget_delta = number(ledger.budget_delta) if budget_set else None
+    data: dict[str, Any] = {
         "budget": {
-            "epsilon": number(ledger.budget_epsilon),
-            "delta": number(ledger.budget_delta),
+            "epsilon": budget_epsilon,
+            "delta": budget_delta,
             "mode": ledger.budget_mode,
             "rho": _optional(ledger, "budget_rho"),
         },
         "currency": ledger.currency,
         "reporting_delta": number(ledger.reporting_delta),
-        "budget_epsilon": number(ledger.budget_epsilon),
-        "budget_delta": number(ledger.budget_delta),
+        "budget_epsilon": budget_epsilon,
+        "budget_delta": budget_delta,
         "spent": number(ledger.spent),
         "remaining": _optional(ledger, "remaining"),
         "spent_rho": number(ledger.spent_rho),
@@ -149,6 +174,16 @@ def ledger_json(ledger: pb.Ledger) -> dict[str, object]:
         ],
         "notes": list(ledger.notes),
     }
+    data["null_reasons"] = {
+        key: (
+            "no budget is set"
+            if not budget_set and (key.startswith(("budget", "remaining")))
+            else "no finite bound: a release without a bound in this currency was recorded"
+        )
+        for key, value in data.items()
+        if value is None
+    }
+    return data
 
 
 def fmt(value: object, digits: int = 4) -> str:

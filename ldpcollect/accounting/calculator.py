@@ -14,6 +14,7 @@ import math
 from fractions import Fraction
 from typing import Any
 
+from ldpcollect.accounting.count_level import MAX_PARTICIPANTS
 from ldpcollect.accounting.discrete_gaussian import ShiftedGaussianProfile
 from ldpcollect.accounting.events import Composition, EpsilonReport, PureDp, RenyiCurve, Zcdp
 from ldpcollect.accounting.local_pairs import (
@@ -27,13 +28,41 @@ from ldpcollect.accounting.release_cost import (
     MAX_TARGETS,
     ORDERS,
     noise_rho,
+    rr_count_level_epsilon,
     sensitivity_squared,
+    sp_noised_epsilon,
     sp_round_epsilon,
 )
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import Mechanism, RandomizedResponse, SamplingPrivacy
 
 MAX_EXACT_QUERIES = 200  # exact RR composition beyond this falls back to Renyi / pure bounds
+MAX_PLD_QUERIES = 1000  # SP's exact pair is composed by PLD up to this many queries
+
+
+def _add_count_level(
+    result: dict[str, Any],
+    mechanism: RandomizedResponse,
+    queries: int,
+    delta: float,
+    n_targets: int,
+    participants: int | None,
+) -> None:
+    """The count-level public figure, composed over the queries by PLD."""
+    if participants is None:
+        return
+    if queries > MAX_PLD_QUERIES:
+        result["eps_count_level"] = None
+        result["notes"].append(f"count level: not composed beyond {MAX_PLD_QUERIES} queries")
+        return
+    count = rr_count_level_epsilon(mechanism, n_targets, participants, delta, queries)
+    result["eps_count_level"] = count
+    if result["eps"] is None or count < result["eps"]:
+        result["eps"] = count
+    result["notes"].append(
+        f"count level: the public sees only counts over at least {participants} participants "
+        "(nothing is released below that floor); the aggregator's view stays local"
+    )
 
 
 def _out(value: float | None) -> float | None:
@@ -47,7 +76,10 @@ def queries_cost(
     delta: float,
     n_targets: int = 1,
     noise_sigma: Fraction | None = None,
+    participants: int | None = None,
 ) -> dict[str, Any]:
+    """Both views of `queries` queries; `participants` (a release floor) adds the RR count-level
+    public view. `eps` is always the tightest valid public figure."""
     if not 1 <= queries <= 1_000_000:
         raise ParameterError("queries", queries, "[1, 1000000]")
     if not 0 < delta < 1:
@@ -57,13 +89,25 @@ def queries_cost(
     if noise_sigma is not None and not noise_sigma > 0:
         raise ParameterError("noise_sigma", noise_sigma, "(0, inf)")
     noise = _noise_terms(queries, delta, n_targets, noise_sigma)
+    if participants is not None and not 1 <= participants <= MAX_PARTICIPANTS:
+        raise ParameterError("participants", participants, f"[1, {MAX_PARTICIPANTS}]")
     if isinstance(mechanism, RandomizedResponse):
         result = _rr_cost(mechanism, queries, delta, n_targets, noise)
+        _add_count_level(result, mechanism, queries, delta, n_targets, participants)
     elif isinstance(mechanism, SamplingPrivacy):
+        if noise is not None and noise_sigma is not None and queries <= MAX_PLD_QUERIES:
+            exact = sp_noised_epsilon(
+                mechanism.sampling_rate, noise_sigma, n_targets, delta, queries
+            )
+            noise["eps_sp_exact_pair"] = exact
+            noise["eps"] = min(noise["eps"], exact)
         result = _sp_cost(mechanism, queries, delta, n_targets, noise)
+        if noise is not None:
+            result["eps_sp_exact_pair"] = _out(noise.get("eps_sp_exact_pair"))
     else:
         raise ParameterError("mechanism", mechanism, "rr or sp")
     result.update(
+        participants=participants,
         mechanism=mechanism.name,
         params=mechanism.params(),
         queries=queries,

@@ -17,6 +17,7 @@ import random
 from fractions import Fraction
 
 import numpy as np
+import numpy.typing as npt
 from scipy.optimize import brentq
 
 from ldpcollect.errors import ParameterError
@@ -183,3 +184,39 @@ def _trim(pmf: np.ndarray, low: int) -> tuple[np.ndarray, int, float]:
     first, last = int(keep[0]), int(keep[-1])
     dropped = math.fsum(pmf[:first].tolist()) + math.fsum(pmf[last + 1 :].tolist())
     return pmf[first : last + 1], low + first, dropped
+
+
+def tail_bound(sigma_sq: float, radius: int) -> float:
+    """Upper bound on P(|Z| > radius) for Z ~ N_Z(0, sigma_sq), radius >= 0.
+
+    sum_{x > r} e^(-x^2/(2 s^2)) <= e^(-(r+1)^2/(2 s^2)) / (1 - e^(-(r+1)/s^2)) (a geometric
+    series bounds the ratio of consecutive terms), and the normaliser is at least 1 (x = 0).
+    """
+    if not sigma_sq > 0:
+        raise ParameterError("sigma_sq", sigma_sq, "(0, inf)")
+    if radius < 0:
+        raise ParameterError("radius", radius, "[0, inf)")
+    r1 = radius + 1.0
+    return 2.0 * math.exp(-r1 * r1 / (2.0 * sigma_sq)) / -math.expm1(-r1 / sigma_sq)
+
+
+def radius_for_tail(sigma_sq: float, tail: float) -> int:
+    """Smallest radius whose `tail_bound` is at most `tail`."""
+    if not 0 < tail < 1:
+        raise ParameterError("tail", tail, "(0, 1)")
+    radius = max(0, math.floor(math.sqrt(2.0 * sigma_sq * math.log(1.0 / tail))) - 2)
+    while tail_bound(sigma_sq, radius) > tail:
+        radius += 1
+    return radius
+
+
+def discrete_gaussian_log_pmf(sigma_sq: float, radius: int) -> npt.NDArray[np.float64]:
+    """log P(Z = x) for x = -radius..radius (normalised over the whole support)."""
+    if not sigma_sq > 0:
+        raise ParameterError("sigma_sq", sigma_sq, "(0, inf)")
+    bound = max(radius, _support_bound(sigma_sq))
+    xs = np.arange(-bound, bound + 1, dtype=np.float64)
+    log_norm = math.log(math.fsum(np.exp(-(xs * xs) / (2.0 * sigma_sq)).tolist()))
+    inner = np.arange(-radius, radius + 1, dtype=np.float64)
+    result: npt.NDArray[np.float64] = -(inner * inner) / (2.0 * sigma_sq) - log_norm
+    return result

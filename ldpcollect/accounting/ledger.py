@@ -34,6 +34,15 @@ delta; we never take the smaller epsilon of one with the smaller delta of the ot
 pair replaces the tier pair only when its epsilon is smaller at a delta no larger;
 otherwise the tier pair is reported and the other pair is shown beside it. When the basic pair
 has delta 0 (every release pure) it holds with probability 1, so no failure probability is added.
+
+Caveat on deltas (issue 9): Rogers et al.'s basic odometer is valid against a delta_g fixed in
+advance; both readings here report the REALIZED sum of the approximate releases' deltas (and
+the tier reading adds it to delta_o). That is a valid statement when those deltas and the number
+of approximate releases were fixed before the first release (each claim is stated at the same
+reporting delta, so it is when the operator fixed how many queries to run); when the number of
+releases was chosen adaptively, read the pair as (epsilon, delta_g) only for a delta_g >= the
+reported delta that was fixed in advance. The summary's notes say so whenever such deltas
+are added.
 """
 
 from __future__ import annotations
@@ -43,13 +52,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from ldpcollect.accounting.conversions import (
     bun_steinke_epsilon,
     cks_epsilon,
     rho_for_target,
     round_up,
 )
-from ldpcollect.accounting.release_cost import PrivacyClaim
+from ldpcollect.accounting.release_cost import FILTER_ORDERS, PrivacyClaim
+from ldpcollect.accounting.renyi_filter import admits, claim_curve, order_budgets, used_fraction
 from ldpcollect.errors import ParameterError
 
 RHO_0 = 1e-4  # the odometer's first tier
@@ -91,8 +103,9 @@ def _up(value: float, digits: int = 4) -> str:
     return f"{round_up(value, digits):.{digits}g}"
 
 
-def _num(value: float) -> float | str:
-    return "inf" if math.isinf(value) else value
+def _num(value: float) -> float | None:
+    """JSON numbers or null: an infinite figure (no bound) is null; `null_reasons` says why."""
+    return None if math.isinf(value) else value
 
 
 def claim_pair(claim: PrivacyClaim) -> tuple[float, float]:
@@ -118,11 +131,16 @@ class PrivacyLedger:
     delta: float = 0.0
     odometer_delta: float = DEFAULT_ODOMETER_DELTA
     releases: list[Release] = field(default_factory=list)
+    # "zcdp": charge each release its zCDP rho (Feldman-Zrnic zCDP filter). "renyi": charge its
+    # Renyi curve at several orders (`renyi_filter`), which lets count-level RR releases through.
+    filter: str = "zcdp"
 
     def __post_init__(self) -> None:
         self.set_budget(self.epsilon, self.delta)
         if not 0 < self.odometer_delta < 1:
             raise ParameterError("odometer_delta", self.odometer_delta, "(0, 1)")
+        if self.filter not in ("zcdp", "renyi"):
+            raise ParameterError("filter", self.filter, "'zcdp' or 'renyi'")
 
     # -- budget -------------------------------------------------------------------------------
     def set_budget(self, epsilon: float, delta: float) -> None:
@@ -138,26 +156,40 @@ class PrivacyLedger:
     def mode(self) -> str:
         if self.epsilon == 0:
             return "none"
-        return "pure" if self.delta == 0 else "zcdp"
+        if self.delta == 0:
+            return "pure"
+        return "renyi" if self.filter == "renyi" else "zcdp"
 
     @property
     def currency(self) -> str:
-        return "epsilon" if self.mode == "pure" else "rho"
+        return {"pure": "epsilon", "renyi": "budget_fraction"}.get(self.mode, "rho")
 
     @property
     def budget_rho(self) -> float:
         return rho_for_target(self.epsilon, self.delta) if self.mode == "zcdp" else math.inf
 
     def _budget_amount(self) -> float:
+        if self.mode == "renyi":
+            return 1.0
         return self.epsilon if self.mode == "pure" else self.budget_rho
 
     def cost(self, claims: list[PrivacyClaim] | tuple[PrivacyClaim, ...]) -> float:
-        """The public claim's cost in the filter's currency (inf when it has no such bound)."""
+        """The public claim's cost in the filter's currency (inf when it has no such bound);
+        under the Renyi filter, the fraction of the budget it uses at its best order alone."""
         public = _view(claims, "public")
+        if self.mode == "renyi":
+            budgets = order_budgets(self.epsilon, self.delta)
+            return used_fraction(claim_curve(public), budgets)
         value = public.pure_epsilon if self.mode == "pure" else public.rho
         return math.inf if value is None else value
 
+    def _spent_curve(self) -> np.ndarray:
+        curves = [claim_curve(r.public()) for r in self.releases]
+        return np.sum(curves, axis=0) if curves else np.zeros(len(FILTER_ORDERS))
+
     def spent(self) -> float:
+        if self.mode == "renyi":
+            return used_fraction(self._spent_curve(), order_budgets(self.epsilon, self.delta))
         return math.fsum(self.cost(r.claims) for r in self.releases) if self.releases else 0.0
 
     def spent_rho(self) -> float:
@@ -171,6 +203,9 @@ class PrivacyLedger:
     def check(self, claims: list[PrivacyClaim] | tuple[PrivacyClaim, ...]) -> None:
         """Raise BudgetExceeded if a release with these claims would exceed the budget."""
         if self.mode == "none":
+            return
+        if self.mode == "renyi":
+            self._check_renyi(claims)
             return
         requested = self.cost(claims)
         spent = self.spent()
@@ -200,8 +235,27 @@ class PrivacyLedger:
         )
         raise BudgetExceeded(spent, requested, remaining, unit, message)
 
+    def _check_renyi(self, claims: list[PrivacyClaim] | tuple[PrivacyClaim, ...]) -> None:
+        budgets = order_budgets(self.epsilon, self.delta)
+        spent = self._spent_curve()
+        request = claim_curve(_view(claims, "public"))
+        if admits(spent, request, budgets):
+            return
+        used = used_fraction(spent, budgets)
+        alone = used_fraction(request, budgets)
+        raise BudgetExceeded(
+            used,
+            alone,
+            max(0.0, 1.0 - used),
+            "budget_fraction",
+            f"privacy budget exceeded: with this release no Renyi order stays within its share "
+            f"of the budget (epsilon {self.epsilon:g}, delta {self.delta:g}, {len(budgets)} "
+            f"orders); used so far {used:.4g} of the budget at the best order, this release "
+            f"alone {alone:.4g}.",
+        )
+
     def _as_eps(self, amount: float) -> float:
-        if self.currency == "epsilon" or math.isinf(amount):
+        if self.currency != "rho" or math.isinf(amount):
             return amount
         return cks_epsilon(amount, self.delta)
 
@@ -281,7 +335,7 @@ class PrivacyLedger:
 
     # -- reporting and persistence --------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
-        """Everything `ldpcollect ledger --json` shows (infinities as "inf")."""
+        """Everything `ldpcollect ledger --json` shows: numbers or null, with `null_reasons`."""
         mode = self.mode
         spent, remaining = self.spent(), self.remaining()
         spent_rho = self.spent_rho()
@@ -293,6 +347,13 @@ class PrivacyLedger:
             for c in r.claims:
                 if c.guarantee in ("approximate", "none"):
                     notes.append(f"{r.query_id} ({c.view}): {c.explanation}")
+        if any(c.delta > 0 and c.pure_epsilon is None for c in (r.public() for r in self.releases)):
+            notes.append(
+                "The odometer adds the deltas of releases without a pure bound as realized: that "
+                "reading is valid if those releases were fixed in advance; if their number was "
+                "chosen after seeing results, it holds only against a delta fixed beforehand that "
+                "is at least as large."
+            )
         if mode == "zcdp":
             notes.append(
                 "spent_epsilon converts the rho spent so far at the budget's delta; the filter "
@@ -300,15 +361,15 @@ class PrivacyLedger:
                 "odometer is the figure valid at any time."
             )
         pure_sum = [r.public().pure_epsilon for r in self.releases]
-        return {
+        summary: dict[str, Any] = {
             "budget": {
                 "epsilon": self.epsilon,
                 "delta": self.delta,
                 "mode": mode,
                 "rho": _num(self.budget_rho) if mode == "zcdp" else None,
             },
-            "budget_epsilon": self.epsilon,
-            "budget_delta": self.delta,
+            "budget_epsilon": self.epsilon if mode != "none" else None,
+            "budget_delta": self.delta if mode != "none" else None,
             "currency": self.currency,
             "spent": _num(spent),
             "remaining": _num(remaining) if mode != "none" else None,
@@ -340,6 +401,21 @@ class PrivacyLedger:
             ],
             "notes": notes,
         }
+        summary["null_reasons"] = {
+            key: (
+                "no budget is set"
+                if mode == "none" and key.startswith(("budget", "remaining"))
+                else "the Renyi filter has no single remaining epsilon: see remaining (the "
+                "fraction of the budget used at the best order)"
+                if mode == "renyi" and key == "remaining_epsilon"
+                else "not applicable under this budget's currency"
+                if key in ("remaining_rho", "spent_pure_epsilon")
+                else "no finite bound: a release without a bound in this currency was recorded"
+            )
+            for key, value in summary.items()
+            if value is None
+        }
+        return summary
 
     def _delta_for_reading(self) -> float:
         return self.delta if self.mode == "zcdp" else self.odometer_delta
@@ -352,7 +428,7 @@ class PrivacyLedger:
         return cks_epsilon(spent_rho, self._delta_for_reading())
 
     def _remaining_epsilon(self, remaining: float) -> float:
-        if self.mode == "none":
+        if self.mode in ("none", "renyi"):  # renyi: no single epsilon left, see `remaining`
             return math.inf
         if self.mode == "pure":
             return remaining
@@ -364,6 +440,7 @@ class PrivacyLedger:
             "epsilon": self.epsilon,
             "delta": self.delta,
             "odometer_delta": self.odometer_delta,
+            **({"filter": self.filter} if self.filter != "zcdp" else {}),
             "releases": [
                 {
                     "query_id": r.query_id,
@@ -379,7 +456,10 @@ class PrivacyLedger:
         if data.get("version") != 1:
             raise ParameterError("version", data.get("version"), "1")
         ledger = PrivacyLedger(
-            float(data["epsilon"]), float(data["delta"]), float(data["odometer_delta"])
+            float(data["epsilon"]),
+            float(data["delta"]),
+            float(data["odometer_delta"]),
+            filter=str(data.get("filter", "zcdp")),
         )
         for item in data["releases"]:
             claims = tuple(PrivacyClaim.from_json(c) for c in item["claims"])

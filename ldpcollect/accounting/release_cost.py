@@ -20,8 +20,9 @@ Every claim below is an upper bound; where several valid bounds exist the tighte
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from ldpcollect.accounting.conversions import (
     cks_epsilon,
     cks_term,
 )
+from ldpcollect.accounting.count_level import RELEASE_FLOOR_CAP, rr_count_pairs, rr_count_renyi
 from ldpcollect.accounting.discrete_gaussian import ShiftedGaussianProfile
 from ldpcollect.accounting.local_pairs import (
     Pair,
@@ -41,12 +43,29 @@ from ldpcollect.accounting.local_pairs import (
     worst_renyi,
     zcdp_rho,
 )
+from ldpcollect.accounting.pld import worst_epsilon as pld_worst_epsilon
+from ldpcollect.accounting.sp_pair import sp_release_pairs
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import Mechanism, RandomizedResponse, SamplingPrivacy
 
 VIEWS = ("public", "aggregator")
 GUARANTEES = ("pure", "zcdp", "approximate", "none")
 MAX_TARGETS = 65_536
+# Orders of the Renyi filter (`renyi_filter`); claims that have their own curve state it there.
+FILTER_ORDERS: tuple[float, ...] = (
+    1.25,
+    1.5,
+    2.0,
+    3.0,
+    4.0,
+    6.0,
+    8.0,
+    12.0,
+    16.0,
+    24.0,
+    32.0,
+    64.0,
+)
 # Orders at which RDP curves are combined and converted (any order gives a valid bound).
 ORDERS: tuple[float, ...] = tuple(float(a) for a in 1.0 + np.logspace(-2.5, 3.5, 400))
 
@@ -63,29 +82,55 @@ class PrivacyClaim:
     rho: float | None
     pure_epsilon: float | None
     explanation: str
+    headline: str = "local_exact"  # the method that gives `epsilon`
+    figures: dict[str, float] = field(default_factory=dict)  # other valid epsilons at `delta`
+    renyi: dict[str, float] = field(default_factory=dict)  # D_alpha by order ("2", "1.5")
 
     def to_json(self) -> dict[str, Any]:
-        """JSON-safe dict: infinities are written as the string "inf"."""
-        return {k: _encode(v) for k, v in asdict(self).items()}
+        """JSON of numbers or null; `null_reasons` says why each null is null."""
+        data = asdict(self)
+        reasons: dict[str, str] = {}
+        for key in ("epsilon", "epsilon_bun_steinke"):
+            if math.isinf(data[key]):
+                data[key] = None
+                reasons[key] = f"no finite bound at delta {self.delta:g} ({self.guarantee})"
+        if self.rho is None or math.isinf(self.rho):
+            data["rho"] = None
+            reasons["rho"] = "no zCDP bound for this view"
+        if self.pure_epsilon is None or math.isinf(self.pure_epsilon):
+            data["pure_epsilon"] = None
+            reasons["pure_epsilon"] = "no pure-DP bound for this view"
+        for name, value in self.figures.items():
+            if math.isinf(value):
+                data["figures"][name] = None
+                reasons[f"figures.{name}"] = "this method gives no finite bound here"
+        for order, value in self.renyi.items():
+            if math.isinf(value):
+                data["renyi"][order] = None
+                reasons[f"renyi.{order}"] = "no finite Renyi divergence at this order"
+        data["null_reasons"] = reasons
+        return data
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> PrivacyClaim:
         return PrivacyClaim(
             view=str(data["view"]),
             guarantee=str(data["guarantee"]),
-            epsilon=float(data["epsilon"]),
+            epsilon=_decode(data["epsilon"]),
             delta=float(data["delta"]),
-            epsilon_bun_steinke=float(data["epsilon_bun_steinke"]),
+            epsilon_bun_steinke=_decode(data["epsilon_bun_steinke"]),
             rho=None if data.get("rho") is None else float(data["rho"]),
             pure_epsilon=None if data.get("pure_epsilon") is None else float(data["pure_epsilon"]),
             explanation=str(data["explanation"]),
+            headline=str(data.get("headline", "local_exact")),
+            figures={str(k): _decode(v) for k, v in data.get("figures", {}).items()},
+            renyi={str(k): _decode(v) for k, v in data.get("renyi", {}).items()},
         )
 
 
-def _encode(value: object) -> object:
-    if isinstance(value, float) and math.isinf(value):
-        return "inf"
-    return value
+def _decode(value: object) -> float:
+    """A stored figure: null (or the legacy string "inf") means no finite bound."""
+    return math.inf if value is None or value == "inf" else float(str(value))
 
 
 def sensitivity_squared(n_targets: int) -> int:
@@ -117,12 +162,25 @@ def _moves(n_targets: int) -> str:
 
 
 def release_claims(
-    mechanism: Mechanism, n_targets: int, noise_sigma: Fraction | None, delta: float
+    mechanism: Mechanism,
+    n_targets: int,
+    noise_sigma: Fraction | None,
+    delta: float,
+    participants: int | None = None,
 ) -> list[PrivacyClaim]:
-    """The public's and the aggregator's claims for one release of `mechanism`, at `delta`."""
+    """The public's and the aggregator's claims for one release of `mechanism`, at `delta`.
+
+    `participants`: the floor below which nothing is released (the query's min_reports); with
+    it, randomized response's public view is also bounded at the count level (`count_level`).
+    Floors above `RELEASE_FLOOR_CAP` are accounted as that cap (still a valid floor).
+    """
     _validate(n_targets, noise_sigma, delta)
+    if participants is not None:
+        if isinstance(participants, bool) or participants < 1:
+            raise ParameterError("participants", participants, "[1, inf)")
+        participants = min(participants, RELEASE_FLOOR_CAP)
     if isinstance(mechanism, RandomizedResponse):
-        return _rr_claims(mechanism, n_targets, noise_sigma, delta)
+        return _rr_claims(mechanism, n_targets, noise_sigma, delta, participants)
     if isinstance(mechanism, SamplingPrivacy):
         return _sp_claims(mechanism, n_targets, noise_sigma, delta)
     raise ParameterError("mechanism", mechanism, "RandomizedResponse or SamplingPrivacy")
@@ -157,11 +215,16 @@ def _local_rr_claim(view: str, local: LocalRR, delta: float, explanation: str) -
         rho=local.rho,
         pure_epsilon=local.pure,
         explanation=explanation,
+        figures={"local_exact": local.eps_at_delta},
     )
 
 
 def _rr_claims(
-    mechanism: RandomizedResponse, n_targets: int, noise_sigma: Fraction | None, delta: float
+    mechanism: RandomizedResponse,
+    n_targets: int,
+    noise_sigma: Fraction | None,
+    delta: float,
+    participants: int | None,
 ) -> list[PrivacyClaim]:
     local = _local_rr(mechanism, n_targets, delta)
     p, q = mechanism.params()["flip1"], mechanism.params()["flip2"]
@@ -204,9 +267,61 @@ def _rr_claims(
                 f"prove for every population). Epsilon {local.eps_at_delta:.6g} at delta "
                 f"{delta:g} is exact for one report.",
             )
-        return [public, aggregator]
+        return [_with_count_level(public, mechanism, n_targets, participants), aggregator]
     public = _rr_public_with_noise(local, local_words, n_targets, noise_sigma, delta)
-    return [public, aggregator]
+    return [_with_count_level(public, mechanism, n_targets, participants), aggregator]
+
+
+@lru_cache(maxsize=256)
+def rr_count_level_epsilon(
+    mechanism: RandomizedResponse,
+    n_targets: int,
+    participants: int,
+    delta: float,
+    queries: int = 1,
+) -> float:
+    """Epsilon at delta of `queries` releases as counts over at least `participants` devices."""
+    pairs = rr_count_pairs(
+        float(mechanism.flip1), float(mechanism.flip2), n_targets, participants, delta, queries
+    )
+    return pld_worst_epsilon(pairs, delta)
+
+
+def _with_count_level(
+    public: PrivacyClaim, mechanism: RandomizedResponse, n_targets: int, participants: int | None
+) -> PrivacyClaim:
+    """The public claim, tightened by the count-level bound when a participants floor is set
+    (a floor of 1 leaves the device alone: the local figure, already exact, stands)."""
+    if participants is None or participants < 2:
+        return public
+    count_eps = rr_count_level_epsilon(mechanism, n_targets, participants, public.delta)
+    figures = {**public.figures, "count_level": count_eps}
+    divergences = rr_count_renyi(
+        float(mechanism.flip1),
+        float(mechanism.flip2),
+        n_targets,
+        participants,
+        public.delta,
+        FILTER_ORDERS,
+    )
+    renyi = {f"{a:g}": d for a, d in zip(FILTER_ORDERS, divergences, strict=True)}
+    words = (
+        f" Count level: the public sees only counts over at least {participants} participants "
+        "(nothing is released below that floor, min_reports), and the other participants' "
+        "random answers hide each device's: exact privacy-loss distributions of the count, "
+        "bounding every arrangement of the others, give epsilon "
+        f"{count_eps:.6g} at delta {public.delta:g}."
+    )
+    if not count_eps < public.epsilon:
+        return replace(public, figures=figures, renyi=renyi, explanation=public.explanation + words)
+    return replace(
+        public,
+        renyi=renyi,
+        epsilon=count_eps,
+        headline="count_level",
+        figures=figures,
+        explanation=public.explanation + words + " That is the headline figure.",
+    )
 
 
 def _rr_public_with_noise(
@@ -220,8 +335,10 @@ def _rr_public_with_noise(
     def curve(alpha: float) -> float:
         return min(worst_renyi(local.pairs, alpha), alpha * rho_n)
 
-    curve_eps = min(curve(a) + cks_term(a, delta) for a in ORDERS)
-    epsilon = max(0.0, min(local.eps_at_delta, noise_eps, curve_eps))
+    curve_eps = max(0.0, min(curve(a) + cks_term(a, delta) for a in ORDERS))
+    figures = {"local_exact": local.eps_at_delta, "noise_exact": noise_eps, "renyi_cks": curve_eps}
+    headline = min(figures, key=lambda k: figures[k])
+    epsilon = max(0.0, figures[headline])
     rho = min(local.rho, rho_n)
     pure = None if math.isinf(local.pure) else local.pure
     return PrivacyClaim(
@@ -239,6 +356,8 @@ def _rr_public_with_noise(
             f"(and of their combined Renyi curve): epsilon {epsilon:.6g} at delta {delta:g}, "
             f"rho {rho:.6g}."
         ),
+        headline=headline,
+        figures=figures,
     )
 
 
@@ -274,6 +393,7 @@ def _none_claim(view: str, delta: float, explanation: str) -> PrivacyClaim:
         rho=None,
         pure_epsilon=None,
         explanation=explanation,
+        headline="none",
     )
 
 
@@ -312,6 +432,7 @@ def _sp_claims(
             "under one pseudonym, so this is its view. A party that sees only one round of a "
             f"device's answers learns at most epsilon {round_eps:.6g} (pure; {_moves(n_targets)})."
         ),
+        headline="linked_rounds",
     )
     if noise_sigma is None:
         public = PrivacyClaim(
@@ -329,15 +450,16 @@ def _sp_claims(
                 f"(0, {s})-DP in the worst case, with no finite epsilon at any smaller delta. "
                 "Add release noise for a worst-case bound."
             ),
+            headline="selection_revealed",
         )
         return [public, aggregator]
     rho_n = noise_rho(noise_sigma, n_targets)
     sigma_sq = float(noise_sigma * noise_sigma)
-    epsilon = (
-        0.0
-        if delta >= s_float
-        else _noise_epsilon(sigma_sq, sensitivity_squared(n_targets), rho_n, delta)
-    )
+    gaussian = _noise_epsilon(sigma_sq, sensitivity_squared(n_targets), rho_n, delta)
+    exact = sp_noised_epsilon(s, noise_sigma, n_targets, delta)
+    figures = {"gaussian_sensitivity": gaussian, "sp_exact_pair": exact}
+    headline = "sp_exact_pair" if exact <= gaussian else "gaussian_sensitivity"
+    epsilon = 0.0 if delta >= s_float else min(exact, gaussian)
     public = PrivacyClaim(
         view="public",
         guarantee="zcdp",
@@ -351,8 +473,24 @@ def _sp_claims(
             f"{_frac(noise_sigma)} on each released count (rounds 1 and 2 of every target). "
             "Fixing a device's coins, "
             "moving it changes one round's count of the old target and one of the new by 1 "
-            f"({_sensitivity_words(n_targets)}), so the release is rho = {rho_n:.6g} zCDP: "
-            f"epsilon {epsilon:.6g} at delta {delta:g} (exact discrete Gaussian profile)."
+            f"({_sensitivity_words(n_targets)}), so the release is rho = {rho_n:.6g} zCDP "
+            f"(epsilon {gaussian:.6g} at delta {delta:g} from the noise alone). The other "
+            "devices' answers only shift the counts, so the worst case is one device alone: its "
+            "selection coin and uniform bits, both rounds, and the noise, whose exact "
+            f"privacy-loss distribution gives epsilon {exact:.6g} at delta {delta:g}"
+            + (" (the headline figure)." if headline == "sp_exact_pair" else ".")
         ),
+        headline="zero_at_this_delta" if delta >= s_float else headline,
+        figures=figures,
     )
     return [public, aggregator]
+
+
+@lru_cache(maxsize=256)
+def sp_noised_epsilon(
+    sampling_rate: Fraction, noise_sigma: Fraction, n_targets: int, delta: float, queries: int = 1
+) -> float:
+    """Epsilon at delta of `queries` noisy SP releases from the exact single-device pair
+    (inf when sigma is too large for the exact grid: the Gaussian bound is then used)."""
+    pairs = sp_release_pairs(sampling_rate, noise_sigma, n_targets, queries)
+    return math.inf if pairs is None else pld_worst_epsilon(pairs, delta)

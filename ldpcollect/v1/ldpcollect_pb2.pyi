@@ -574,6 +574,26 @@ class PrivacyClaim(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class FiguresEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.float
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.float = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     VIEW_FIELD_NUMBER: _builtins.int
     GUARANTEE_FIELD_NUMBER: _builtins.int
     EPSILON_FIELD_NUMBER: _builtins.int
@@ -582,6 +602,8 @@ class PrivacyClaim(_message.Message):
     RHO_FIELD_NUMBER: _builtins.int
     PURE_EPSILON_FIELD_NUMBER: _builtins.int
     EXPLANATION_FIELD_NUMBER: _builtins.int
+    HEADLINE_FIELD_NUMBER: _builtins.int
+    FIGURES_FIELD_NUMBER: _builtins.int
     view: _builtins.str
     """"public" (released aggregates only) or "aggregator" (what the trust model shows it)."""
     guarantee: _builtins.str
@@ -597,6 +619,12 @@ class PrivacyClaim(_message.Message):
     """Pure epsilon when one exists."""
     explanation: _builtins.str
     """What this claim means and where it is weak, for a person."""
+    headline: _builtins.str
+    """The method that gives `epsilon` (e.g. "count_level", "sp_exact_pair", "local_exact")."""
+    @_builtins.property
+    def figures(self) -> _containers.ScalarMap[_builtins.str, _builtins.float]:
+        """Other valid epsilons at `delta`, by method; +inf where a method gives no finite bound."""
+
     def __init__(
         self,
         *,
@@ -608,10 +636,12 @@ class PrivacyClaim(_message.Message):
         rho: _builtins.float | None = ...,
         pure_epsilon: _builtins.float | None = ...,
         explanation: _builtins.str = ...,
+        headline: _builtins.str = ...,
+        figures: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_pure_epsilon", b"_pure_epsilon", "_rho", b"_rho", "pure_epsilon", b"pure_epsilon", "rho", b"rho"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_pure_epsilon", b"_pure_epsilon", "_rho", b"_rho", "delta", b"delta", "epsilon", b"epsilon", "epsilon_bun_steinke", b"epsilon_bun_steinke", "explanation", b"explanation", "guarantee", b"guarantee", "pure_epsilon", b"pure_epsilon", "rho", b"rho", "view", b"view"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_pure_epsilon", b"_pure_epsilon", "_rho", b"_rho", "delta", b"delta", "epsilon", b"epsilon", "epsilon_bun_steinke", b"epsilon_bun_steinke", "explanation", b"explanation", "figures", b"figures", "guarantee", b"guarantee", "headline", b"headline", "pure_epsilon", b"pure_epsilon", "rho", b"rho", "view", b"view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__pure_epsilon: _TypeAlias = _typing.Literal["pure_epsilon"]  # noqa: Y015
     _WhichOneofArgType__pure_epsilon: _TypeAlias = _typing.Literal["_pure_epsilon", b"_pure_epsilon"]  # noqa: Y015

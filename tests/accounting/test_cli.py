@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 
 import pytest
 from typer.testing import CliRunner
 
+from ldpcollect.accounting.release_cost import rr_count_level_epsilon, sp_noised_epsilon
+from ldpcollect.mechanisms import RandomizedResponse
 from ldpcollect_cli.main import app
 
 runner = CliRunner()
@@ -87,3 +90,49 @@ def test_human_table_and_errors() -> None:
     assert bad.exit_code == 2 and "sampling_rate must be in (0, 1]" in bad.output
     bad = runner.invoke(app, ["privacy", "cost", "--mechanism", "rr", "--flip1", "0.5"])
     assert bad.exit_code == 2 and "flip1/flip2" in bad.output
+
+
+def test_cost_with_participants_shows_the_count_level_public_view() -> None:
+    rr = ("cost", "--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3", "--targets", "2")
+    data = run_json(*rr, "--participants", "20000")
+    assert data["eps"] == data["eps_count_level"] == pytest.approx(0.19373, abs=1e-5)
+    aggregator = data["aggregator"]
+    assert isinstance(aggregator, dict) and aggregator["eps"] == pytest.approx(5.198, abs=1e-3)
+    several = run_json(*rr, "--participants", "20000", "--queries", "10")
+    assert several["eps"] == several["eps_count_level"] == pytest.approx(0.6498, abs=1e-4)
+    assert several["eps_basic"] == pytest.approx(51.98, abs=0.01)  # the local figure
+    bad = runner.invoke(app, ["privacy", *rr, "--participants", "0"])
+    assert bad.exit_code == 2 and "participants" in bad.output
+
+
+def test_cost_sp_with_noise_composes_the_exact_pair() -> None:
+    data = run_json(
+        "cost", "--mechanism", "sp", "--sampling-rate", "1/2", "--noise-sigma", "5",
+        "--targets", "2", "--queries", "10",
+    )  # fmt: skip
+    assert data["eps"] == data["eps_sp_exact_pair"] == pytest.approx(1.379, abs=5e-4)
+    assert isinstance(data["eps_cks"], float) and data["eps_cks"] > 4.6  # the zCDP figure
+
+
+def test_plan_sigma_for_sp_before_and_after_the_exact_pair() -> None:
+    data = run_json(
+        "plan", "--mechanism", "sp", "--sampling-rate", "1/2", "--epsilon", "1", "--targets", "2"
+    )
+    assert data["sigma"] == data["sigma_sp_exact_pair"] == 2.31
+    assert data["sigma_noise_alone"] == 5.98  # what the sensitivity bound alone needed
+    half = Fraction(1, 2)
+    assert sp_noised_epsilon(half, Fraction("2.31"), 2, 1e-6) <= 1.0
+    assert sp_noised_epsilon(half, Fraction("2.30"), 2, 1e-6) > 1.0  # the smallest hundredth
+
+
+def test_plan_participants_floor_for_rr() -> None:
+    data = run_json(
+        "plan", "--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3", "--epsilon", "1.5"
+    )
+    floor = data["participants"]
+    assert isinstance(floor, int)
+    rr = RandomizedResponse("0.85", "0.3")
+    assert rr_count_level_epsilon(rr, 1, floor, 1e-6) <= 1.5
+    assert rr_count_level_epsilon(rr, 1, floor - 1, 1e-6) > 1.5
+    bad = runner.invoke(app, ["privacy", "plan", "--mechanism", "sp", "--epsilon", "1"])
+    assert bad.exit_code == 2 and "sampling-rate" in bad.output

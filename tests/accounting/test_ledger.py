@@ -139,3 +139,30 @@ def test_device_budget() -> None:
     assert restored == budget
     with pytest.raises(ParameterError, match="epsilon"):
         DeviceBudget(-1.0)
+
+
+def _strings_for_numbers(value: object) -> list[str]:
+    """Every string in a JSON tree that is a spelled-out number such as "inf"."""
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings_for_numbers(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings_for_numbers(v)]
+    return [value] if isinstance(value, str) and value in ("inf", "-inf", "nan") else []
+
+
+def test_summary_json_is_numbers_or_null_with_reasons() -> None:
+    ledger = PrivacyLedger()
+    ledger.charge("sp", release_claims(SamplingPrivacy("1/2"), 3, None, 1e-6), NOW)
+    ledger.charge("rr", release_claims(RandomizedResponse(1, "0.3"), 2, None, 1e-6), NOW)
+    summary = ledger.summary()
+    json.dumps(summary, allow_nan=False)  # strict JSON
+    assert _strings_for_numbers(summary) == []
+    assert summary["budget_epsilon"] is None and summary["budget_delta"] is None
+    assert summary["null_reasons"]["budget_epsilon"] == "no budget is set"
+    assert summary["odometer_epsilon"] is None and "odometer_epsilon" in summary["null_reasons"]
+    public = summary["releases"][1]["claims"][0]
+    assert public["epsilon"] is None and public["headline"] == "none"
+    assert "no finite bound" in public["null_reasons"]["epsilon"]
+    budgeted = PrivacyLedger(1.0, 1e-6)
+    assert budgeted.summary()["budget_epsilon"] == 1.0
+    assert "budget_epsilon" not in budgeted.summary()["null_reasons"]

@@ -6,6 +6,7 @@ import math
 import random
 from datetime import UTC, datetime
 from fractions import Fraction
+from typing import Any
 
 import pytest
 
@@ -47,7 +48,10 @@ def test_demo_mix_reports_basic_composition_of_the_claims() -> None:
     assert noisy.delta == DELTA and noisy.rho == pytest.approx(0.25)
     expected = rr_pure + 0.0 + noisy.epsilon  # SP without noise: (0, 0.5)
     assert odo["epsilon"] == pytest.approx(expected, rel=1e-9)
-    assert 8.4 < odo["epsilon"] < 8.6
+    # SP sigma 2 is now charged its exact single-device figure 1.1954 (was 3.29 by the Gaussian
+    # bound); test_sp_pair checks that figure against enumeration and dp-accounting's PLD.
+    assert 1.1953 <= noisy.epsilon < 1.196
+    assert 6.39 < odo["epsilon"] < 6.40
     assert odo["delta"] == pytest.approx(0.5 + DELTA, rel=1e-12)
     assert odo["method"].startswith("basic composition of the 3 releases' public claims")
     # The zCDP tiers over rho 4.42 + 0.25 give far more at the same delta: it is shown beside.
@@ -119,7 +123,7 @@ def test_reported_pair_is_always_one_candidate_whole() -> None:
 
 
 def test_ledger_json_written_before_this_change_still_loads() -> None:
-    old = {
+    old: dict[str, Any] = {
         "version": 1,
         "epsilon": 0.0,
         "delta": 0.0,
@@ -148,4 +152,13 @@ def test_ledger_json_written_before_this_change_still_loads() -> None:
     summary = ledger.summary()
     assert (summary["odometer_epsilon"], summary["odometer_delta"]) == (3.29, DELTA)
     assert summary["odometer"]["method"].startswith("basic composition")
-    assert ledger.to_json() == old
+    # Written back, every old field survives unchanged; claims gain the headline method, the
+    # other figures by name and the reasons for nulls (issue 12, item 7).
+    again = ledger.to_json()
+    for new_claim, old_claim in zip(
+        again["releases"][0]["claims"], old["releases"][0]["claims"], strict=True
+    ):
+        assert {k: new_claim[k] for k in old_claim} == old_claim
+        assert new_claim["headline"] == "local_exact" and new_claim["figures"] == {}
+        assert new_claim["null_reasons"] == {"pure_epsilon": "no pure-DP bound for this view"}
+    assert PrivacyLedger.from_json(again).to_json() == again

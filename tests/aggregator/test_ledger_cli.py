@@ -103,6 +103,8 @@ def test_release_and_ledger_json_show_claims_budget_and_odometer(server: str) ->
     # which is below the CKS reading of the spent rho; it is never below the release's claim.
     (public,) = [c for c in release["claims"] if c["view"] == "public"]
     assert odometer["epsilon"] >= public["epsilon"] and odometer["delta"] == 1e-6
+    assert public["headline"] and public["epsilon"] in public["figures"].values()
+    assert "inf" not in json.dumps(ledger)  # numbers or null, never spelled out
     assert "tier" in odometer["method"]
     assert ledger["reporting_delta"] == 1e-6
     (entry,) = ledger["entries"]

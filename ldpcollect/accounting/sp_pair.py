@@ -1,0 +1,108 @@
+"""The exact single-device pair of a Sampling Privacy release with discrete Gaussian noise.
+
+A target's release is its two round counts (Y1, Y2), each plus independent N_Z(0, sigma^2).
+Fix every other device's coins: they add a constant to the counts, which translates both
+neighbours' outputs alike and leaves the hockey-stick divergence unchanged; by joint convexity
+the mixture over their coins is no worse. So the worst case is one device alone, with its own
+randomness and the noise. For one target, the device's contribution to (Y1, Y2) is
+
+  at the target (A):  (0, 1) with probability s, else (b, b) for a uniform bit b;
+  elsewhere     (U):  (b, b) for a uniform bit b;
+
+and the pair is A + noise against U + noise, a mixture of three (two) shifted 2-D discrete
+Gaussians. Moving between two targets changes both: A x U against U x A, the composition of the
+pair with its reverse. Other targets' answers are identical under both neighbours.
+
+The PLD is computed on the grid [-r, r+1]^2 holding all but `TAIL` of each component's mass
+(`discrete_gaussian.tail_bound`), the rest counted at loss +inf, then discretized pessimistically
+(`pld`). Past `MAX_GRID` points (sigma above about 100) the caller falls back to the zCDP bound.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from functools import lru_cache
+
+import numpy as np
+
+from ldpcollect.accounting.discrete_gaussian import (
+    discrete_gaussian_log_pmf,
+    radius_for_tail,
+    tail_bound,
+)
+from ldpcollect.accounting.pld import DEFAULT_INTERVAL, LossDistribution, PldPair, on_off_mixes
+from ldpcollect.errors import ParameterError
+
+TAIL = 1e-20  # bound on each component's mass left off the grid
+MAX_GRID = 5_000_000
+MAX_MIXED_QUERIES = 20  # one target: every on/off mix composed exactly up to this many queries
+
+
+def _log_mix(*terms: tuple[float, np.ndarray]) -> np.ndarray:
+    """log of sum_i w_i exp(x_i), skipping zero weights."""
+    parts = [math.log(w) + x for w, x in terms if w > 0]
+    out = parts[0]
+    for part in parts[1:]:
+        out = np.logaddexp(out, part)
+    return out
+
+
+@lru_cache(maxsize=32)
+def sp_target_pair(
+    sampling_rate: Fraction, sigma_sq: Fraction, interval: float = DEFAULT_INTERVAL
+) -> PldPair | None:
+    """PLDs of one target's noisy (Y1, Y2): device there (A) against device elsewhere (U).
+
+    None when the grid would exceed `MAX_GRID` points.
+    """
+    s = float(sampling_rate)
+    if not 0 < s <= 1:
+        raise ParameterError("sampling_rate", sampling_rate, "(0, 1]")
+    var = float(sigma_sq)
+    if not var > 0:
+        raise ParameterError("sigma_sq", sigma_sq, "(0, inf)")
+    radius = radius_for_tail(var, TAIL)
+    if (2 * radius + 2) ** 2 > MAX_GRID:
+        return None
+    log_g = discrete_gaussian_log_pmf(var, radius)  # x = -r..r
+    minus_inf = np.array([-np.inf])
+    g = np.concatenate([log_g, minus_inf])  # log G(x) on x = -r..r+1
+    g1 = np.concatenate([minus_inf, log_g])  # log G(x - 1) on the same x
+    zero_zero = g[:, None] + g[None, :]  # outputs of (0, 0) plus noise at (x, y)
+    one_one = g1[:, None] + g1[None, :]
+    zero_one = g[:, None] + g1[None, :]
+    log_u = _log_mix((0.5, zero_zero), (0.5, one_one))
+    log_a = _log_mix((s, zero_one), ((1 - s) / 2, zero_zero), ((1 - s) / 2, one_one))
+    # Off the grid: a component's point leaves it only if |Z| > r in one coordinate.
+    tail = 2.0 * tail_bound(var, radius)
+    return PldPair(
+        LossDistribution.from_log_pmfs(log_a, log_u, interval, tail),
+        LossDistribution.from_log_pmfs(log_u, log_a, interval, tail),
+    )
+
+
+def sp_release_pairs(
+    sampling_rate: Fraction,
+    noise_sigma: Fraction,
+    n_targets: int,
+    queries: int = 1,
+    interval: float = DEFAULT_INTERVAL,
+) -> list[PldPair] | None:
+    """Dominating pairs (take the worst) of `queries` noisy SP releases; None past `MAX_GRID`.
+
+    Two or more targets: (A x U) against (U x A) per query. One target: the device moves on or
+    off the target in each query, every mix composed; beyond `MAX_MIXED_QUERIES` the two-target
+    pair bounds it (dropping a coordinate is post-processing).
+    """
+    if queries < 1:
+        raise ParameterError("queries", queries, "[1, inf)")
+    if not noise_sigma > 0:
+        raise ParameterError("noise_sigma", noise_sigma, "(0, inf)")
+    one = sp_target_pair(Fraction(sampling_rate), noise_sigma * noise_sigma, interval)
+    if one is None:
+        return None
+    both = one.compose(one.reverse())
+    if n_targets >= 2 or queries > MAX_MIXED_QUERIES:
+        return [both.self_compose(queries)]
+    return on_off_mixes(one, queries)

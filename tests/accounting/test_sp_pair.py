@@ -1,0 +1,111 @@
+"""The exact single-device pair of noisy Sampling Privacy releases: the issue's independent
+values, dp-accounting's PLD as the oracle, exact enumeration of small populations, and a
+verifier that rejects a lowered claim."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pytest
+from dp_accounting.pld import privacy_loss_distribution as oracle
+
+from ldpcollect.accounting.pld import worst_epsilon
+from ldpcollect.accounting.release_cost import release_claims, sp_noised_epsilon
+from ldpcollect.accounting.sp_pair import sp_release_pairs
+from ldpcollect.mechanisms import SamplingPrivacy
+from tests.accounting.test_enumeration import TOL, sp_dists, worst_true_delta
+
+HALF = Fraction(1, 2)
+
+
+def oracle_pmfs(s: float, sigma: float) -> tuple[dict[Any, float], dict[Any, float]]:
+    """log pmfs of one target's noisy (Y1, Y2): device there (A) and elsewhere (U), written
+    out here from the mechanism's definition (not through the code under test)."""
+    radius = math.ceil(12 * sigma)
+    xs = np.arange(-radius - 2, radius + 3)
+    w = np.exp(-(xs**2) / (2 * sigma * sigma))
+    g = dict(zip(xs.tolist(), (w / w.sum()).tolist(), strict=True))
+    a, u = {}, {}
+    for x in range(-radius, radius + 2):
+        for y in range(-radius, radius + 2):
+            same = 0.5 * (g[x] * g[y] + g[x - 1] * g[y - 1])
+            a[(x, y)] = math.log(s * g[x] * g[y - 1] + (1 - s) * same)
+            u[(x, y)] = math.log(same)
+    return a, u
+
+
+def oracle_epsilon(sigma: float, targets: int, queries: int, pessimistic: bool) -> float:
+    a, u = oracle_pmfs(0.5, sigma)
+    on = oracle.from_two_probability_mass_functions(
+        u, a, pessimistic_estimate=pessimistic, symmetric=False
+    )
+    if targets >= 2:
+        off = oracle.from_two_probability_mass_functions(
+            a, u, pessimistic_estimate=pessimistic, symmetric=False
+        )
+        on = on.compose(off)
+    return float(on.self_compose(queries).get_epsilon_for_delta(1e-6))
+
+
+@pytest.mark.parametrize(
+    ("sigma", "targets", "queries", "issue"),
+    [(2, 2, 1, 1.195), (5, 2, 1, 0.406), (5, 1, 1, 0.315), (5, 2, 10, 1.379)],
+)
+def test_issue_values_and_the_dp_accounting_oracle(
+    sigma: int, targets: int, queries: int, issue: float
+) -> None:
+    ours = sp_noised_epsilon(HALF, Fraction(sigma), targets, 1e-6, queries)
+    assert ours == pytest.approx(issue, abs=6e-4)  # the issue's values, to 3 decimals
+    lower = oracle_epsilon(sigma, targets, queries, pessimistic=False)
+    upper = oracle_epsilon(sigma, targets, queries, pessimistic=True)
+    assert lower <= ours  # never below the oracle's optimistic (lower) estimate
+    # The same pessimistic discretization; ours also carries the trimmed tails and a bound on
+    # the FFT's rounding error as mass at +inf, so it may sit slightly above, never below.
+    assert upper - 1e-9 <= ours <= upper + 1e-4
+
+
+def test_release_uses_the_exact_pair_and_names_the_other_figure() -> None:
+    public = release_claims(SamplingPrivacy("1/2"), 2, Fraction(5), 1e-6)[0]
+    assert public.view == "public" and public.headline == "sp_exact_pair"
+    assert public.epsilon == public.figures["sp_exact_pair"] == pytest.approx(0.4063, abs=1e-4)
+    assert public.figures["gaussian_sensitivity"] == pytest.approx(1.213, abs=1e-3)  # before
+    assert public.rho == 1 / 25  # the zCDP figure the filter charges is unchanged
+
+
+@pytest.mark.parametrize(("n", "targets"), [(1, 1), (3, 1), (1, 2), (2, 2)])
+def test_claims_hold_under_exact_enumeration(n: int, targets: int) -> None:
+    """Every neighbouring pair of a small population: the true delta at the claimed epsilon."""
+    dists, pairs, tail = sp_dists(n, targets, 0.5, 1.0)
+    public = release_claims(SamplingPrivacy("1/2"), targets, Fraction(1), 1e-4)[0]
+    assert public.headline == "sp_exact_pair"
+    assert worst_true_delta(dists, pairs, public.epsilon, tail) <= public.delta + TOL
+    if n == 1:  # one device alone is the worst case, and the claim is tight for it
+        assert worst_true_delta(dists, pairs, public.epsilon * 0.99, tail) > public.delta
+
+
+def test_verifier_catches_a_lowered_sp_claim() -> None:
+    """Two targets charged as one (a move changing one count, sensitivity understated): the
+    enumeration finds a true delta above the claim."""
+    dists, pairs, tail = sp_dists(1, 2, 0.5, 1.0)
+    honest = sp_noised_epsilon(HALF, Fraction(1), 2, 1e-4)
+    lowered = sp_noised_epsilon(HALF, Fraction(1), 1, 1e-4)
+    assert lowered < honest
+    assert worst_true_delta(dists, pairs, honest, tail) <= 1e-4 + TOL
+    assert worst_true_delta(dists, pairs, lowered, tail) > 1e-4
+
+
+def test_one_target_mixes_moves_onto_and_off_it() -> None:
+    pairs = sp_release_pairs(HALF, Fraction(5), 1, 3)
+    assert pairs is not None and len(pairs) == 4
+    two_targets = sp_noised_epsilon(HALF, Fraction(5), 2, 1e-6, 3)
+    assert worst_epsilon(pairs, 1e-6) <= two_targets  # dropping a coordinate: post-processing
+
+
+def test_large_sigma_falls_back_to_the_gaussian_bound() -> None:
+    assert sp_release_pairs(HALF, Fraction(400), 2) is None
+    public = release_claims(SamplingPrivacy("1/2"), 2, Fraction(400), 1e-6)[0]
+    assert public.headline == "gaussian_sensitivity" and math.isfinite(public.epsilon)
+    assert public.to_json()["figures"]["sp_exact_pair"] is None
