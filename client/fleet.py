@@ -35,6 +35,7 @@ from client.fleet_state import FleetQuery, FleetState
 from client.leakage import DeviceBudget, query_cost
 from client.query_info import QueryInfo
 from client.retry import RetryPolicy, is_transient
+from ldpcollect import geo
 from ldpcollect.errors import ParameterError
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
@@ -120,6 +121,7 @@ class FleetResult:
     declined: int
     charge_epsilon: float
     charge_delta: float
+    scheme: geo.LocationScheme
     targets: tuple[int, ...]
     ground_truth: npt.NDArray[np.int64]  # devices at each target among those that completed
     completed: int  # devices whose every round so far was acknowledged
@@ -141,8 +143,9 @@ class FleetResult:
             "completed": self.completed,
             "outside_targets": self.outside_targets,
             "rounds": [r.to_json() for r in self.rounds],
+            "scheme": self.scheme.describe(),
             "ground_truth": [
-                {"location_id": t, "true_count": int(c)}
+                {"location_id": self.scheme.cell_json(t), "true_count": int(c)}
                 for t, c in zip(self.targets, self.ground_truth, strict=True)
             ],
         }
@@ -449,6 +452,7 @@ async def run_query(
         declined=int((~record.answering).sum()),
         charge_epsilon=record.charge_epsilon,
         charge_delta=record.charge_delta,
+        scheme=info.scheme,
         targets=info.targets,
         ground_truth=truth,
         completed=completed,

@@ -20,7 +20,7 @@ from ldpcollect import geo
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import Mechanism, mechanism_from_params
 from ldpcollect.v1 import ldpcollect_pb2 as pb
-from ldpcollect_cli import ledger_command
+from ldpcollect_cli import ledger_command, release_command
 from ldpcollect_cli.service_errors import guarded
 from ldpcollect_cli.service_options import (
     DEFAULT_SERVER,
@@ -34,8 +34,6 @@ from ldpcollect_cli.service_render import (
     print_json,
     queries_table,
     query_json,
-    release_json,
-    release_tables,
 )
 
 console = Console()
@@ -340,31 +338,6 @@ def fleet_run(
 
 
 # ---------------------------------------------------------------------------------------------
-def release(
-    query: QueryId,
-    server: Server = DEFAULT_SERVER,
-    admin_token: Token = "",
-    tls_ca: TlsCa = None,
-    json_out: Json = False,
-) -> None:
-    """Release a closed query's estimates (or show the release if it already happened)."""
-
-    def work() -> None:
-        def call(admin: AdminClient) -> pb.QueryRelease:
-            if admin.get_query(query).state == pb.QUERY_STATE_RELEASED:
-                return admin.get_release(query)
-            return admin.release(query)
-
-        result = with_admin(server, admin_token, call, tls_ca)
-        if json_out:
-            print_json(release_json(result))
-        else:
-            for table in release_tables(result):
-                console.print(table)
-
-    guarded(work)
-
-
 def demo(
     devices: Annotated[int, typer.Option("--devices", "-n", min=100, max=1_000_000)] = 20_000,
     seed: Annotated[int, typer.Option("--seed")] = 2024,
@@ -384,6 +357,6 @@ def register(app: typer.Typer) -> None:
     app.command("serve")(serve)
     app.add_typer(query_app, name="query")
     app.add_typer(fleet_app, name="fleet")
-    app.command("release")(release)
+    app.command("release")(release_command.release)
     ledger_command.register(app)
     app.command("demo")(demo)

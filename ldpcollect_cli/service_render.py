@@ -12,7 +12,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ldpcollect import wire
+from ldpcollect import geo, wire
 from ldpcollect.accounting.conversions import round_up
 from ldpcollect.errors import ParameterError
 from ldpcollect.v1 import ldpcollect_pb2 as pb
@@ -35,19 +35,29 @@ def print_json(data: object) -> None:
     sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
 
 
+def cell_ids_json(scheme_text: str, cells: Iterable[int]) -> list[int | str]:
+    """Location ids as people and tools read them: grid ids as integers, H3 cells as hex."""
+    try:
+        scheme = geo.scheme_from_text(scheme_text)
+    except ParameterError:
+        return [int(c) for c in cells]
+    return [scheme.cell_json(int(c)) for c in cells]
+
+
 def query_json(query: pb.Query) -> dict[str, object]:
     try:
         mechanism = wire.mechanism_from_proto(query.mechanism)
         mech_name, params = mechanism.name, mechanism.params()
     except ParameterError:
         mech_name, params = "invalid", {}
+    scheme = _scheme_text(query)
     return {
         "query_id": query.query_id,
         "description": query.description,
         "mechanism": mech_name,
         "params": params,
-        "scheme": wire.scheme_to_text(query.location_scheme),
-        "targets": [int(t) for t in query.targets],
+        "scheme": scheme,
+        "targets": cell_ids_json(scheme, query.targets),
         "rounds": int(query.rounds),
         "current_round": int(query.current_round),
         "state": STATE_NAMES.get(query.state, "unspecified"),
@@ -72,16 +82,32 @@ def claim_json(claim: pb.PrivacyClaim) -> dict[str, object]:
     }
 
 
-def release_json(release: pb.QueryRelease) -> dict[str, object]:
+def _scheme_text(query: pb.Query) -> str:
+    try:
+        return wire.scheme_to_text(query.location_scheme)
+    except ParameterError:
+        return "invalid"
+
+
+def release_json(release: pb.QueryRelease, query: pb.Query | None = None) -> dict[str, object]:
+    """The release as JSON; given its query, also the mechanism and scheme (so a saved release
+    can be mapped later) and H3 cells as hex strings."""
+    about: dict[str, object] = {}
+    ids: list[int | str] = [int(e.location_id) for e in release.estimates]
+    if query is not None:
+        described = query_json(query)
+        about = {key: described[key] for key in ("mechanism", "params", "scheme", "noise_sigma")}
+        ids = cell_ids_json(str(described["scheme"]), (e.location_id for e in release.estimates))
     return {
         "query_id": release.query_id,
+        **about,
         "participants": int(release.participants),
         "released_at": (
             release.released_at.ToJsonString() if release.HasField("released_at") else None
         ),
         "estimates": [
             {
-                "location_id": int(e.location_id),
+                "location_id": cell,
                 "estimate": number(e.estimate),
                 "std_error": number(e.std_error),
                 "ci_low": number(e.ci_low),
@@ -89,7 +115,7 @@ def release_json(release: pb.QueryRelease) -> dict[str, object]:
                 "participants": int(e.participants),
                 "round_counts": [int(c) for c in e.round_counts],
             }
-            for e in release.estimates
+            for cell, e in zip(ids, release.estimates, strict=True)
         ],
         "claims": [claim_json(c) for c in release.claims],
     }
