@@ -18,6 +18,7 @@ from rich.console import Console
 from client.admin import AdminClient
 from ldpcollect import geo
 from ldpcollect.errors import ParameterError
+from ldpcollect.geo import h3cells
 from ldpcollect.mechanisms import Mechanism, mechanism_from_params
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect_cli import ledger_command, release_command
@@ -51,11 +52,9 @@ def _parse_floats(text: str, parameter: str, count: int) -> tuple[float, ...]:
     return values
 
 
-def _parse_targets(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.replace(" ", "").split(",") if part]
-    except ValueError:
-        raise ParameterError("targets", text, "comma-separated integer location ids") from None
+def _parse_targets(text: str, scheme: geo.LocationScheme) -> list[int]:
+    """Comma-separated cell ids: grid ids as integers, H3 cells as hex (or decimal)."""
+    return [scheme.parse_cell(part, "--targets") for part in text.split(",") if part.strip()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,7 +105,11 @@ def query_create(
         str | None, typer.Option("--sampling-rate", help="SP: sampling rate s, (0,1].")
     ] = None,
     targets: Annotated[
-        str | None, typer.Option("--targets", help="Comma-separated location ids.")
+        str | None,
+        typer.Option(
+            "--targets",
+            help="Comma-separated location ids: grid ids, or H3 cells in hex (891fb46741bffff).",
+        ),
     ] = None,
     bbox: Annotated[
         str | None, typer.Option("--bbox", help="south,west,north,east: every cell in the box.")
@@ -189,9 +192,9 @@ def _targets(
     chosen = [name for name, value in given.items() if value is not None]
     if len(chosen) != 1:
         raise ParameterError("/".join(given), chosen, "exactly one of them")
-    if targets is not None:
-        return _parse_targets(targets)
     location_scheme = geo.scheme_from_text(scheme)
+    if targets is not None:
+        return _parse_targets(targets, location_scheme)
     if bbox is not None:
         south, west, north, east = _parse_floats(bbox, "--bbox", 4)
         return list(location_scheme.targets_in_bbox(south, west, north, east))
@@ -209,11 +212,7 @@ def _targets(
 
 def _parse_h3_cell(text: str, option: str) -> int:
     """An H3 cell as its usual 15-character hex string (or a decimal 64-bit integer)."""
-    text = text.strip().lower()
-    try:
-        return int(text) if text.isdigit() and len(text) > 15 else int(text, 16)
-    except ValueError:
-        raise ParameterError(option, text, "an H3 cell in hex, e.g. 851fb467fffffff") from None
+    return h3cells.from_text(text, option)
 
 
 @query_app.command("list")
