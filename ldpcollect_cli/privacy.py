@@ -1,4 +1,8 @@
-"""Commands: `ldpcollect privacy convert` and `ldpcollect privacy cost` (a budget calculator)."""
+"""Commands: `ldpcollect privacy convert` and `ldpcollect privacy cost` (a budget calculator).
+
+The accounting modules (scipy) are imported inside the commands, so `ldpcollect --help` and
+the other commands start without them.
+"""
 
 from __future__ import annotations
 
@@ -11,15 +15,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ldpcollect.accounting.calculator import queries_cost
-from ldpcollect.accounting.conversions import (
-    bun_steinke_epsilon,
-    cks_delta,
-    cks_epsilon,
-    rho_for_target,
-    round_up,
-    sigma_for_target,
-)
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
 
@@ -46,6 +41,8 @@ def _show(data: dict[str, Any], as_json: bool, title: str) -> None:
     table = Table(title=title)
     table.add_column("figure")
     table.add_column("value (rounded up)")
+    from ldpcollect.accounting.conversions import round_up
+
     for key, value in data.items():
         if isinstance(value, dict | list):
             continue
@@ -71,6 +68,14 @@ def convert(
 ) -> None:
     """rho-zCDP to (epsilon, delta): CKS (tight) and Bun-Steinke; or, with --epsilon, the
     inverse: the rho and discrete Gaussian sigma (sensitivity 1 and sqrt(2)) that meet it."""
+    from ldpcollect.accounting.conversions import (
+        bun_steinke_epsilon,
+        cks_delta,
+        cks_epsilon,
+        rho_for_target,
+        sigma_for_target,
+    )
+
     try:
         if (rho is None) == (epsilon is None):
             raise ParameterError("rho/epsilon", None, "exactly one of --rho or --epsilon")
@@ -132,6 +137,8 @@ def cost(
                 sigma = Fraction(noise_sigma)
             except (ValueError, ZeroDivisionError) as exc:
                 raise ParameterError("noise-sigma", noise_sigma, "(0, inf)") from exc
+        from ldpcollect.accounting.calculator import queries_cost
+
         data = queries_cost(mech, queries, delta, targets, sigma)
     except ParameterError as exc:
         _fail(str(exc))

@@ -9,8 +9,6 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from client.device import ReportFailed
-from client.fleet import FleetError
 from client.retry import error_code, error_details
 from ldpcollect.errors import ParameterError
 
@@ -33,7 +31,12 @@ def guarded(work: Callable[[], None]) -> None:
     except ParameterError as err:
         _say(str(err))
         raise typer.Exit(EXIT_USAGE) from None
-    except (FleetError, ReportFailed, OSError) as err:
+    except Exception as err:
+        from client.device import ReportFailed  # loaded already if it was raised
+        from client.fleet import FleetError
+
+        if not isinstance(err, FleetError | ReportFailed | OSError):
+            raise
         _say(str(err))
         raise typer.Exit(EXIT_RPC) from None
 

@@ -13,7 +13,6 @@ from rich.console import Console
 from rich.table import Table
 
 from ldpcollect import geo, wire
-from ldpcollect.accounting.conversions import round_up
 from ldpcollect.errors import ParameterError
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 
@@ -187,11 +186,15 @@ def bound(value: float | None, digits: int = 4) -> str:
     """A privacy loss for people: rounded UP, so a printed bound is never below the true one."""
     if value is None:
         return "-"
+    from ldpcollect.accounting.conversions import round_up  # scipy: only when printing
+
     return f"{round_up(value, digits):.{digits}g}"
 
 
 def allowance(value: float, digits: int = 4) -> str:
     """What a budget still allows: rounded DOWN, never more than is really left."""
+    from ldpcollect.accounting.conversions import round_up
+
     return f"{-round_up(-value, digits):.{digits}g}" if math.isfinite(value) else fmt(value)
 
 
