@@ -127,12 +127,21 @@ def query_create(
         typer.Option("--h3-disk", help="H3 region: CELL,K = every cell within K steps of CELL."),
     ] = None,
     scheme: Annotated[str, typer.Option("--scheme", help="grid or h3:<resolution>.")] = "grid",
-    min_reports: Annotated[int, typer.Option("--min-reports", min=1)] = 1,
+    min_reports: Annotated[
+        int,
+        typer.Option(
+            "--min-reports",
+            min=1,
+            help="Devices that must answer every round before the query can be released.",
+        ),
+    ] = 1,
     noise_sigma: Annotated[
         str | None, typer.Option("--noise-sigma", help="Discrete Gaussian release noise sigma.")
     ] = None,
     query_id: Annotated[str, typer.Option("--id", help="Query id (server picks if empty).")] = "",
-    description: Annotated[str, typer.Option("--description")] = "",
+    description: Annotated[
+        str, typer.Option("--description", help="Free text shown with the query (its purpose).")
+    ] = "",
     server: Server = DEFAULT_SERVER,
     admin_token: Token = "",
     tls_ca: TlsCa = None,
@@ -278,15 +287,33 @@ fleet_app = typer.Typer(
 @fleet_app.command("run")
 def fleet_run(
     query: QueryId,
-    devices: Annotated[int, typer.Option("--devices", "-n", min=1, max=10_000_000)] = 1000,
+    devices: Annotated[
+        int | None,
+        typer.Option(
+            "--devices",
+            "-n",
+            min=1,
+            max=10_000_000,
+            help="Simulated devices around --center (default 1000); ignored with --csv, which "
+            "has one device per row.",
+        ),
+    ] = None,
     mode: Annotated[str, typer.Option("--mode", help="unary, stream or batch.")] = "batch",
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=10_000)] = 8,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, max=100_000)] = 500,
     csv: Annotated[
-        Path | None, typer.Option("--csv", help="Device locations: lat,lon rows (header optional).")
+        Path | None,
+        typer.Option(
+            "--csv",
+            help="Device locations: lat,lon rows (header optional). The same file and --seed "
+            "are the same devices: running it again on a query is deduplicated, not recounted.",
+        ),
     ] = None,
     seed: Annotated[
-        int | None, typer.Option("--seed", help="Seed for locations and answers.")
+        int | None,
+        typer.Option(
+            "--seed", help="Seed for locations and answers; with --csv it also names the devices."
+        ),
     ] = None,
     center: Annotated[
         str, typer.Option("--center", help="lat,lon of the simulated city.")
@@ -303,15 +330,25 @@ def fleet_run(
         typer.Option("--device-budget-delta", help="Each device's delta budget (SP costs (0, s))."),
     ] = 0.0,
     advance: Annotated[
-        bool, typer.Option("--advance", help="Advance and answer every round (needs admin token).")
+        bool,
+        typer.Option(
+            "--advance",
+            help="Answer every round, advancing the query between them (needs the admin token). "
+            "A Sampling Privacy query has two rounds: without --advance, run `query advance` "
+            "and then this command again.",
+        ),
     ] = False,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    progress: Annotated[
+        bool,
+        typer.Option("--progress/--no-progress", help="Progress bars on stderr while sending."),
+    ] = True,
     server: Server = DEFAULT_SERVER,
     admin_token: Token = "",
     tls_ca: TlsCa = None,
     json_out: Json = False,
 ) -> None:
-    """Run N simulated devices' reports for the query's current round (or every round)."""
+    """Send a simulated fleet's reports for the query's current round (with --advance: for
+    every round). Devices are simulated around --center, or read from --csv."""
     from ldpcollect_cli.fleet_command import FleetRequest, run_fleet_command
 
     request = FleetRequest(

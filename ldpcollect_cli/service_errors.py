@@ -11,6 +11,7 @@ from rich.text import Text
 
 from client.retry import error_code, error_details
 from ldpcollect.errors import ParameterError
+from ldpcollect_cli.command_words import in_command_words
 
 stderr = Console(stderr=True)
 
@@ -25,7 +26,7 @@ def guarded(work: Callable[[], None]) -> None:
     except grpc.RpcError as err:
         code = error_code(err)
         name = code.name if code is not None else "UNKNOWN"
-        details = error_details(err)
+        details = in_command_words(error_details(err))
         _say(f"{name}: {details}")
         raise typer.Exit(EXIT_RPC) from None
     except ParameterError as err:
