@@ -379,13 +379,39 @@ def demo(
     seed: Annotated[int, typer.Option("--seed")] = 2024,
     mode: Annotated[str, typer.Option("--mode", help="unary, stream or batch.")] = "batch",
     top: Annotated[int, typer.Option("--top", min=1, max=100, help="Busiest cells shown.")] = 10,
+    postprocess: Annotated[
+        str | None,
+        typer.Option(
+            "--postprocess",
+            help="Also report the error of the estimates made non-negative: clip or norm-sub.",
+        ),
+    ] = None,
+    maps: Annotated[
+        Path | None,
+        typer.Option("--maps", help="Folder for each release's map (PNG and HTML, with truth)."),
+    ] = None,
     json_out: Json = False,
 ) -> None:
     """End to end: aggregator on SQLite, RR and SP queries, 20,000 devices, releases, stop."""
+    from ldpcollect.postprocess import METHODS
     from ldpcollect_cli.demo import DemoSettings, run_demo
 
-    settings = DemoSettings(devices=devices, seed=seed, mode=mode, top=top, json_out=json_out)
+    if postprocess is not None and postprocess not in METHODS:
+        guarded(lambda: _refuse("--postprocess", postprocess, "clip or norm-sub"))
+    settings = DemoSettings(
+        devices=devices,
+        seed=seed,
+        mode=mode,
+        top=top,
+        json_out=json_out,
+        postprocess=postprocess,
+        maps=maps,
+    )
     guarded(lambda: run_demo(settings, console))
+
+
+def _refuse(parameter: str, value: object, allowed: str) -> None:
+    raise ParameterError(parameter, value, allowed)
 
 
 def register(app: typer.Typer) -> None:
