@@ -1,15 +1,22 @@
 # Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
 .PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest clean
 
+# The first install takes about 2 minutes: it says so, and lists each package as pip fetches
+# it (the full log goes to $(VENV)/install.log).
 $(BIN)/.installed: pyproject.toml
-	@echo "==> creating $(VENV) and installing ldpcollect with its dev tools (about 2 minutes the first time)"
+	@echo "==> first run: creating $(VENV) and installing ldpcollect, its dependencies and dev tools"
+	@echo "    (about 2 minutes; later runs skip this; full log in $(VENV)/install.log)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@set -o pipefail; $(BIN)/python -m pip install -e '.[dev]' 2>&1 | tee $(VENV)/install.log \
+		| grep --line-buffered -E '^(Collecting|Installing collected|Successfully installed)' \
+		| sed -u -e 's/ (from .*//' -e 's/^/    /' | cut -c1-100
+	@echo "==> $(VENV) ready"
 	touch $@
 
 install: $(BIN)/.installed
