@@ -15,7 +15,7 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@set -o pipefail; $(BIN)/python -m pip install -e '.[dev]' 2>&1 | tee $(VENV)/install.log \
 		| grep --line-buffered -E '^(Collecting|Installing collected|Successfully installed)' \
-		| sed -u -e 's/ (from .*//' -e 's/^/    /' | cut -c1-100
+		| sed -u -e 's/ (from .*//' -e 's/^\(.\{0,96\}\).*/    \1/'
 	@echo "==> $(VENV) ready"
 	touch $@
 
