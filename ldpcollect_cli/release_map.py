@@ -32,25 +32,54 @@ def panels(view: ReleaseView) -> list[Panel]:
     return shown
 
 
+def log_threshold(estimates: list[float], high: float) -> float | None:
+    """When a few busy cells stand among many quiet ones (airports across a country), a linear
+    scale paints the quiet ones one colour: then counts are shown on a symmetric log scale,
+    linear within +-threshold. None: linear is fine."""
+    typical = sorted(abs(v) for v in estimates)[len(estimates) * 3 // 4]
+    if high <= 50 * max(typical, 1.0):
+        return None
+    return max(typical, 10.0)
+
+
+def shade(value: float, low: float, high: float, linthresh: float | None) -> float:
+    """Where `value` sits between low (0) and high (1) on the map's colour scale."""
+
+    def scale(v: float) -> float:
+        if linthresh is None:
+            return v
+        return math.copysign(math.log10(1 + abs(v) / linthresh), v)
+
+    span = scale(high) - scale(low)
+    return 0.5 if span <= 0 else (scale(value) - scale(low)) / span
+
+
 def write_png(view: ReleaseView, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.collections import PolyCollection
+    from matplotlib.colors import Normalize, SymLogNorm
 
     shapes = [[(lon, lat) for lat, lon in view.scheme.boundary(r.cell)] for r in view.rows]
     shown = panels(view)
-    counts = [s for s in shown if s[2] == "viridis"]
-    low = min(min(values) for _, values, _ in counts)
-    high = max(max(values) for _, values, _ in counts)
+    counts = [values for _, values, cmap in shown if cmap == "viridis"]
+    low = min(min(values) for values in counts)
+    high = max(max(values) for values in counts)
+    linthresh = log_threshold(counts[0], high)
+    skewed = linthresh is not None
     aspect = _aspect(view.rows, view)
+    lons = [lon for shape in shapes for lon, _ in shape]
+    lats = [lat for shape in shapes for _, lat in shape]
+    shape_ratio = (max(lats) - min(lats)) * aspect / max(max(lons) - min(lons), 1e-12)
+    panel_height = min(max(4.2 * shape_ratio, 2.2), 6.0) + 0.9
     columns = 2 if len(shown) == 4 else len(shown)
     lines = -(-len(shown) // columns)
     figure, axes = plt.subplots(
         lines,
         columns,
-        figsize=(5.2 * columns, 1.0 + 4.6 * lines),
+        figsize=(5.4 * columns, 0.9 + panel_height * lines),
         squeeze=False,
         layout="constrained",
     )
@@ -58,7 +87,9 @@ def write_png(view: ReleaseView, path: Path) -> None:
         collection = PolyCollection(shapes, array=values, cmap=cmap, edgecolors="0.35")
         collection.set_linewidth(0.3)
         if cmap == "viridis":
-            collection.set_clim(low, high)
+            linear = Normalize(low, high)
+            log = SymLogNorm(linthresh=linthresh or 1.0, vmin=low, vmax=high)
+            collection.set_norm(log if skewed else linear)
         ax.add_collection(collection)
         ax.autoscale_view()
         ax.set_aspect(aspect)
@@ -67,7 +98,8 @@ def write_png(view: ReleaseView, path: Path) -> None:
         ax.set_ylabel("latitude (degrees)")
         ax.ticklabel_format(useOffset=False)
         ax.tick_params(axis="x", labelrotation=30)
-        figure.colorbar(collection, ax=ax, shrink=0.8, label="devices")
+        label = "devices (log scale)" if skewed and cmap == "viridis" else "devices"
+        figure.colorbar(collection, ax=ax, shrink=0.8, label=label)
     errors = view.errors()
     subtitle = f"{view.privacy}; {len(view.rows)} cells ({view.scheme.describe()}), "
     subtitle += f"{view.participants:,} participants"

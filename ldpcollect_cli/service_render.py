@@ -344,7 +344,12 @@ def _timestamp(message: Message, name: str) -> str:
     return stamp
 
 
-def ledger_tables(ledger: pb.Ledger) -> list[Table]:
+NARROW = 120
+"""Terminals narrower than this many columns get the ledger's releases without the columns
+people read least."""
+
+
+def ledger_tables(ledger: pb.Ledger, width: int | None = None) -> list[Table]:
     """The ledger for a person: the budget and what is spent (in the filter's currency and as
     epsilon by both conversions), the odometer, each release's charge and claims, and every
     budget change. Notes are printed separately."""
@@ -385,11 +390,25 @@ def ledger_tables(ledger: pb.Ledger) -> list[Table]:
     summary.add_row("reporting delta", f"{ledger.reporting_delta:g} (new releases' claims)")
     tables = [summary]
 
+    # A narrow terminal keeps query, charge, view, guarantee, epsilon, delta and rho whole;
+    # the release time, Bun-Steinke and pure epsilon columns are left to --json.
+    narrow = width is not None and width < NARROW
+    charged_column = "charged" if narrow else f"charged ({currency})"
+    columns = ["query", "released at", charged_column, "view", "guarantee"]
+    columns += ["epsilon", "Bun-Steinke", "delta", "rho", "pure"]
+    dropped = {"released at", "Bun-Steinke", "pure"} if narrow else set()
+    kept = [k for k, column in enumerate(columns) if column not in dropped]
     releases = Table(title=f"releases ({len(ledger.entries)})")
-    for column in ("query", "released at", f"charged ({currency})", "view", "guarantee"):
-        releases.add_column(column)
-    for column in ("epsilon", "Bun-Steinke", "delta", "rho", "pure"):
-        releases.add_column(column, justify="right")
+    if narrow:
+        releases.box = box.SIMPLE_HEAD
+        releases.pad_edge = releases.show_edge = False
+        releases.caption = (
+            f"charged in {currency}; narrow terminal: release times, Bun-Steinke and pure "
+            "epsilon in --json"
+        )
+    for k in kept:
+        right = k >= 5
+        releases.add_column(columns[k], justify="right" if right else "left", no_wrap=True)
     for entry in ledger.entries:
         charged = fmt(entry.charged) if entry.HasField("charged") else "-"
         claims: list[pb.PrivacyClaim | None] = [*entry.claims] or [None]
@@ -400,18 +419,19 @@ def ledger_tables(ledger: pb.Ledger) -> list[Table]:
                 else ["", "", ""]
             )
             if c is None:
-                releases.add_row(*head, "-", "no claims recorded", "-", "-", "-", "-", "-")
-                continue
-            releases.add_row(
-                *head,
-                c.view,
-                c.guarantee,
-                fmt(c.epsilon),
-                fmt(c.epsilon_bun_steinke),
-                f"{c.delta:g}",
-                fmt(c.rho) if c.HasField("rho") else "-",
-                fmt(c.pure_epsilon) if c.HasField("pure_epsilon") else "-",
-            )
+                row = [*head, "-", "no claims recorded", "-", "-", "-", "-", "-"]
+            else:
+                row = [
+                    *head,
+                    c.view,
+                    c.guarantee,
+                    fmt(c.epsilon),
+                    fmt(c.epsilon_bun_steinke),
+                    f"{c.delta:g}",
+                    fmt(c.rho) if c.HasField("rho") else "-",
+                    fmt(c.pure_epsilon) if c.HasField("pure_epsilon") else "-",
+                ]
+            releases.add_row(*(row[k] for k in kept))
     tables.append(releases)
 
     if ledger.budget_changes:
