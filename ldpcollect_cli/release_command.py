@@ -15,7 +15,7 @@ from client.admin import AdminClient
 from ldpcollect.errors import ParameterError
 from ldpcollect.postprocess import METHODS
 from ldpcollect.v1 import ldpcollect_pb2 as pb
-from ldpcollect_cli.release_view import ReleaseView, truth_from_fleet_json
+from ldpcollect_cli.release_view import ReleaseView, read_truth_file, truth_by_cell
 from ldpcollect_cli.service_errors import guarded
 from ldpcollect_cli.service_options import DEFAULT_SERVER, Json, Server, TlsCa, Token, with_admin
 from ldpcollect_cli.service_render import print_json, privacy_table, release_json
@@ -164,6 +164,7 @@ def release(
             raise ParameterError("--postprocess", postprocess, "clip or norm-sub")
         outputs = Outputs(tuple(map_files or ()), geojson, csv)
         outputs.check()
+        truth_entries = read_truth_file(truth) if truth is not None else None
         released: pb.QueryRelease | None = None
         if from_json is not None:
             data: dict[str, object] | None = None
@@ -173,8 +174,8 @@ def release(
             got, released = with_admin(server, admin_token, lambda a: _fetch(a, query), tls_ca)
             data = release_json(released, got)
             view = ReleaseView.from_json(data)
-        if truth is not None:
-            view = view.with_truth(truth_from_fleet_json(truth, view.scheme))
+        if truth_entries is not None:
+            view = view.with_truth(truth_by_cell(truth_entries, view.scheme))
         view = view.with_postprocess(postprocess)
         written = outputs.write(view)
         if json_out:

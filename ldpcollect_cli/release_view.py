@@ -114,21 +114,26 @@ class ReleaseView:
         return result
 
 
-def truth_from_fleet_json(path: Path, scheme: geo.LocationScheme) -> dict[int, int]:
-    """The true count per cell from `ldpcollect fleet run --json` output (`ground_truth`)."""
+def read_truth_file(path: Path) -> list[tuple[str, int]]:
+    """(location id as written, true count) from `ldpcollect fleet run --json` output
+    (`ground_truth`). Read before anything is released, so a bad file changes nothing."""
     data = _read_json(path, "--truth")
     entries = data.get("ground_truth")
     if not isinstance(entries, list):
         raise ParameterError(
             "--truth", str(path), "the output of `ldpcollect fleet run --json`", "no ground_truth"
         )
-    truth: dict[int, int] = {}
+    truth: list[tuple[str, int]] = []
     for entry in entries:
         if not isinstance(entry, Mapping) or "location_id" not in entry:
             raise ParameterError("--truth", str(path), "ground_truth entries with location_id")
-        cell = scheme.parse_cell(str(entry["location_id"]), "--truth location_id")
-        truth[cell] = int(_number(entry.get("true_count"), f"--truth {path}", "true_count"))
+        count = int(_number(entry.get("true_count"), f"--truth {path}", "true_count"))
+        truth.append((str(entry["location_id"]), count))
     return truth
+
+
+def truth_by_cell(entries: list[tuple[str, int]], scheme: geo.LocationScheme) -> dict[int, int]:
+    return {scheme.parse_cell(cell, "--truth location_id"): count for cell, count in entries}
 
 
 def _row(scheme: geo.LocationScheme, entry: object, source: str) -> CellRow:

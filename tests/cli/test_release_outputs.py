@@ -49,6 +49,13 @@ def released(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pa
         )  # fmt: skip
         (folder / "fleet.json").write_text(fleet.stdout)
         cli("query", "close", "--query", "paris", server=server)
+        cli(
+            "query", "create", "--id", "untouched", "--mechanism", "rr", "--flip1", "0.85",
+            "--flip2", "0.3", "--bbox", BBOX, "--scheme", "h3:9", server=server,
+        )  # fmt: skip
+        cli("fleet", "run", "--query", "untouched", "--devices", "50", "--no-progress",
+            server=server)  # fmt: skip
+        cli("query", "close", "--query", "untouched", server=server)
         yield server, folder
 
 
@@ -138,9 +145,13 @@ def test_bad_release_options_exit_2_and_write_nothing(released: tuple[str, Path]
         (("--map", str(folder / "m.jpg")), "--map must be a file name ending in .png or .html"),
         (("--postprocess", "round"), "--postprocess must be clip or norm-sub"),
         (("--from-json", str(folder / "fleet.json")), "saved by `ldpcollect release --json`"),
+        (("--truth", str(folder / "missing.json")), "--truth must be a readable JSON file"),
     ]:
-        query = () if "--from-json" in args else ("--query", "paris")
+        query = () if "--from-json" in args else ("--query", "untouched")
         done = cli("release", *query, *args, "--geojson", str(target), server=server, ok=False)
         assert done.returncode == 2, done.stderr
         assert words in " ".join(done.stderr.split()), done.stderr
         assert not target.exists()
+    # the refused calls released nothing: the query is still only closed
+    shown = json.loads(cli("query", "show", "--query", "untouched", "--json", server=server).stdout)
+    assert shown["state"] == "closed"
