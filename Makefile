@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck pytest demo pilot proto bench bench-mechanisms bench-ingest clean
+.PHONY: install test lint typecheck pytest demo pilot proto bench bench-mechanisms bench-ingest bench-startup clean
 
 # The first install takes about 2 minutes: it says so, and lists each package as pip fetches
 # it (the full log goes to $(VENV)/install.log).
@@ -51,10 +51,13 @@ pilot: install
 proto: install
 	$(BIN)/python scripts/gen_proto.py
 
-bench: bench-mechanisms bench-ingest
+bench: bench-mechanisms bench-ingest bench-startup
 
 bench-mechanisms: install
 	$(BIN)/python bench/mechanisms.py
+
+bench-startup: install
+	$(BIN)/python -m bench.startup --runs 9
 
 bench-ingest: install
 	$(BIN)/python -m bench.ingest --plot out/ingest.png
