@@ -7,6 +7,8 @@ block of grid cells around the simulated city's busiest hotspot, runs 20,000 sim
 through gRPC (batched reports), closes and releases the queries, prints the busiest cells'
 estimates and 95% intervals beside the ground truth, each release's privacy cost (both views,
 tight and Bun-Steinke epsilon, in plain words) and the ledger's odometer, and stops the server.
+With `--postprocess` it also reports the error of the post-processed estimates, and with
+`--maps DIR` it draws each release beside the truth (PNG and HTML).
 """
 
 from __future__ import annotations
@@ -37,8 +39,10 @@ from client.fleet import FleetConfig, FleetResult, Mode, new_fleet, run_query
 from client.fleet_state import FleetState
 from client.progress import fleet_progress
 from ldpcollect import geo
+from ldpcollect.errors import ParameterError
 from ldpcollect.geo.grid import CELLS_PER_SIDE
 from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
+from ldpcollect.postprocess import METHODS
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect_cli.release_html import write_html
 from ldpcollect_cli.release_map import write_png
@@ -107,6 +111,8 @@ def aggregator_subprocess(db: Path, token: str) -> Iterator[str]:
 
 
 def run_demo(settings: DemoSettings, console: Console) -> None:
+    if settings.postprocess is not None and settings.postprocess not in METHODS:
+        raise ParameterError("--postprocess", settings.postprocess, "clip or norm-sub")
     started = time.perf_counter()
     center = geo.DEFAULT_CENTER
     targets = block_targets(center)

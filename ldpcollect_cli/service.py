@@ -393,11 +393,8 @@ def demo(
     json_out: Json = False,
 ) -> None:
     """End to end: aggregator on SQLite, RR and SP queries, 20,000 devices, releases, stop."""
-    from ldpcollect.postprocess import METHODS
     from ldpcollect_cli.demo import DemoSettings, run_demo
 
-    if postprocess is not None and postprocess not in METHODS:
-        guarded(lambda: _refuse("--postprocess", postprocess, "clip or norm-sub"))
     settings = DemoSettings(
         devices=devices,
         seed=seed,
@@ -408,10 +405,6 @@ def demo(
         maps=maps,
     )
     guarded(lambda: run_demo(settings, console))
-
-
-def _refuse(parameter: str, value: object, allowed: str) -> None:
-    raise ParameterError(parameter, value, allowed)
 
 
 def register(app: typer.Typer) -> None:
