@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 # The first install takes about 2 minutes: it says so, and lists each package as pip fetches
 # it (the full log goes to $(VENV)/install.log).
 $(BIN)/.installed: pyproject.toml
-	@echo "==> first run: creating $(VENV) and installing ldpcollect, its dependencies and dev tools"
+	@echo "==> setting up $(VENV) (first run, or pyproject.toml changed): ldpcollect, its dependencies, dev tools"
 	@echo "    (about 2 minutes; later runs skip this; full log in $(VENV)/install.log)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
