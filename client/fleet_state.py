@@ -53,6 +53,10 @@ class FleetState:
     lons: Float64s
     budget_epsilon: float | None = None
     budget_delta: float = 0.0
+    # When set, the fleet is a fixed set of devices: pseudonyms, report ids and answers for a
+    # query derive from (identity, query id), so sending it twice is deduplicated by the
+    # aggregator. A CSV fleet's identity is its file's hash and the seed.
+    identity: bytes | None = None
     queries: dict[str, FleetQuery] = field(default_factory=dict)
     # Queries in the order they were decided: a device's own ledger is the charges of the
     # queries it answered, in this order.
@@ -87,6 +91,7 @@ class FleetState:
             "format": FLEET_FORMAT,
             "budget_epsilon": self.budget_epsilon,
             "budget_delta": self.budget_delta,
+            "identity": None if self.identity is None else self.identity.hex(),
             "order": self.order,
             "queries": {
                 qid: {
@@ -119,6 +124,8 @@ class FleetState:
                 state = cls(lats=data["lats"], lons=data["lons"])
                 state.budget_epsilon = header["budget_epsilon"]
                 state.budget_delta = float(header.get("budget_delta", 0.0))
+                identity = header.get("identity")
+                state.identity = None if identity is None else bytes.fromhex(identity)
                 for k, qid in enumerate(header["order"]):
                     meta = header["queries"][qid]
                     charge_epsilon, charge_delta = (float(x) for x in meta["charge"])
@@ -139,44 +146,3 @@ class FleetState:
         except (OSError, KeyError, ValueError, TypeError) as exc:
             raise ParameterError("fleet state", str(path), "a fleet state file", str(exc)) from exc
         return state
-
-
-def read_locations_csv(path: Path | str) -> tuple[Float64s, Float64s]:
-    """lat,lon rows (a header row is optional; named columns lat/lon may be in any order)."""
-    import csv
-
-    path = Path(path)
-    try:
-        with path.open(newline="") as handle:
-            rows = [row for row in csv.reader(handle) if row and any(c.strip() for c in row)]
-    except OSError as exc:
-        raise ParameterError("csv", str(path), "a readable CSV file of lat,lon", str(exc)) from exc
-    if not rows:
-        raise ParameterError("csv", str(path), "at least one lat,lon row", "the file is empty")
-    lat_col, lon_col = 0, 1
-    first = [c.strip().lower() for c in rows[0]]
-    if not _is_number(first[0]):
-        names = {name: i for i, name in enumerate(first)}
-        lat_col = names.get("lat", names.get("latitude", 0))
-        lon_col = names.get("lon", names.get("lng", names.get("longitude", 1)))
-        rows = rows[1:]
-    lats, lons = [], []
-    for line, row in enumerate(rows, start=1):
-        try:
-            lats.append(float(row[lat_col]))
-            lons.append(float(row[lon_col]))
-        except (IndexError, ValueError):
-            raise ParameterError(
-                "csv", f"{path} row {line}: {row!r}", "two numbers: lat,lon in degrees"
-            ) from None
-    if not lats:
-        raise ParameterError("csv", str(path), "at least one lat,lon row")
-    return check_points(np.asarray(lats), np.asarray(lons))
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True

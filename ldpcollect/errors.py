@@ -7,14 +7,18 @@ class ParameterError(ValueError):
     """A parameter outside its allowed range; the message names both.
 
     `parameter` is the parameter's name as a user would write it (e.g. "flip1"), `allowed` the
-    range in words (e.g. "(0, 1]"). Services map this to INVALID_ARGUMENT.
+    range in words (e.g. "(0, 1]" or "an integer >= 0"). Services map this to INVALID_ARGUMENT.
+    The message reads "flip1 must be in (0, 1], got ..." for an interval and "k must be an
+    integer >= 0, got ..." otherwise.
     """
 
     def __init__(self, parameter: str, value: object, allowed: str, detail: str = "") -> None:
         self.parameter = parameter
         self.value = value
         self.allowed = allowed
-        message = f"{parameter} must be in {allowed}, got {shown(value)}"
+        self.detail = detail
+        verb = "must be in" if allowed.startswith(("[", "(")) else "must be"
+        message = f"{parameter} {verb} {allowed}, got {shown(value)}"
         if detail:
             message += f": {detail}"
         super().__init__(message)

@@ -7,6 +7,8 @@ block of grid cells around the simulated city's busiest hotspot, runs 20,000 sim
 through gRPC (batched reports), closes and releases the queries, prints the busiest cells'
 estimates and 95% intervals beside the ground truth, each release's privacy cost (both views,
 tight and Bun-Steinke epsilon, in plain words) and the ledger's odometer, and stops the server.
+With `--postprocess` it also reports the error of the post-processed estimates, and with
+`--maps DIR` it draws each release beside the truth (PNG and HTML).
 """
 
 from __future__ import annotations
@@ -37,9 +39,14 @@ from client.fleet import FleetConfig, FleetResult, Mode, new_fleet, run_query
 from client.fleet_state import FleetState
 from client.progress import fleet_progress
 from ldpcollect import geo
+from ldpcollect.errors import ParameterError
 from ldpcollect.geo.grid import CELLS_PER_SIDE
 from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
+from ldpcollect.postprocess import METHODS
 from ldpcollect.v1 import ldpcollect_pb2 as pb
+from ldpcollect_cli.release_html import write_html
+from ldpcollect_cli.release_map import write_png
+from ldpcollect_cli.release_view import ReleaseView
 from ldpcollect_cli.service_render import (
     bound,
     ledger_json,
@@ -61,6 +68,8 @@ class DemoSettings:
     mode: str = "batch"
     top: int = 10
     json_out: bool = False
+    postprocess: str | None = None  # also show clipped / Norm-Sub estimates and their error
+    maps: Path | None = None  # folder for each release's map (PNG and HTML) with the truth
 
 
 def block_targets(center: tuple[float, float], side: int = BLOCK) -> list[int]:
@@ -102,6 +111,8 @@ def aggregator_subprocess(db: Path, token: str) -> Iterator[str]:
 
 
 def run_demo(settings: DemoSettings, console: Console) -> None:
+    if settings.postprocess is not None and settings.postprocess not in METHODS:
+        raise ParameterError("--postprocess", settings.postprocess, "clip or norm-sub")
     started = time.perf_counter()
     center = geo.DEFAULT_CENTER
     targets = block_targets(center)
@@ -152,9 +163,21 @@ def run_demo(settings: DemoSettings, console: Console) -> None:
                 for name, query in queries.items():
                     admin.close(query.query_id)
                     releases[name] = admin.release(query.query_id)
+                    queries[name] = admin.get_query(query.query_id)
                 ledger = admin.ledger()
         seconds = time.perf_counter() - started
-    _show(settings, console, targets, results, releases, ledger, seconds)
+    views = {
+        name: ReleaseView.from_json(release_json(releases[name], queries[name]))
+        .with_truth(results[name].truth_by_location())
+        .with_postprocess(settings.postprocess)
+        for name in releases
+    }
+    if settings.maps is not None:
+        for view in views.values():
+            write_png(view, settings.maps / f"{view.query_id}.png")
+            write_html(view, settings.maps / f"{view.query_id}.html")
+            say(f"wrote {settings.maps / view.query_id}.png and .html")
+    _show(settings, console, targets, results, releases, views, ledger, seconds)
 
 
 async def _run_fleet(
@@ -225,11 +248,13 @@ def _show(
     targets: list[int],
     results: dict[str, FleetResult],
     releases: dict[str, pb.QueryRelease],
+    views: dict[str, ReleaseView],
     ledger: pb.Ledger,
     seconds: float,
 ) -> None:
     rows = _rows(targets, results, releases)
     coverage = {name: _coverage(rows, name) for name in releases}
+    errors = {name: view.errors() or {} for name, view in views.items()}
     if settings.json_out:
         print_json(
             {
@@ -239,6 +264,7 @@ def _show(
                 "busiest": rows[: settings.top],
                 "coverage_95": {name: c for name, (c, _) in coverage.items()},
                 "rmse": {name: r for name, (_, r) in coverage.items()},
+                "errors": errors,
                 "fleet": {name: r.to_json() for name, r in results.items()},
                 "releases": {name: release_json(r) for name, r in releases.items()},
                 "ledger": ledger_json(ledger),
@@ -263,9 +289,19 @@ def _show(
     console.print(table)
     for name in releases:
         share, rmse = coverage[name]
-        console.print(
+        line = (
             f"{LABELS[name]}: 95% intervals hold the truth in {share:.0%} of {len(rows)} cells; "
             f"RMSE {rmse:.1f}"
+        )
+        if settings.postprocess is not None:
+            line += (
+                f"; {settings.postprocess} RMSE {errors[name][f'rmse_{settings.postprocess}']:.1f}"
+            )
+        console.print(line)
+    if settings.postprocess is not None:
+        console.print(
+            f"[dim]{settings.postprocess}: the released estimates made non-negative after "
+            "release (post-processing: no privacy cost)[/dim]"
         )
     console.print()
     console.print(privacy_table(releases.values(), ledger.reporting_delta))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,18 +15,24 @@ from rich.table import Table
 from client.admin import connect_admin
 from client.channels import ClientIdentity, open_aio_channel
 from client.fleet import MODES, FleetConfig, FleetResult, new_fleet, run_query
-from client.fleet_state import FleetState, read_locations_csv
+from client.fleet_state import FleetState
+from client.locations_csv import read_locations_csv
 from client.progress import fleet_progress
+from client.query_info import QueryInfo
+from client.swap_check import check_swap
 from ldpcollect import geo
 from ldpcollect.errors import ParameterError
 from ldpcollect.v1 import ldpcollect_pb2 as pb
+from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
 from ldpcollect_cli.service_render import print_json
+
+DEFAULT_DEVICES = 1000
 
 
 @dataclass(frozen=True)
 class FleetRequest:
     query_id: str
-    devices: int
+    devices: int | None  # None: the default (a CSV has one device per row)
     mode: str
     concurrency: int
     batch_size: int
@@ -65,17 +72,35 @@ def build_fleet(request: FleetRequest, rng: np.random.Generator) -> FleetState:
             )
         return fleet
     if request.csv is not None:
-        lats, lons = read_locations_csv(request.csv)
-    else:
-        lats, lons = geo.sample_locations(request.devices, parse_center(request.center), rng)
+        rows = read_locations_csv(request.csv)
+        fleet = new_fleet(rows.lats, rows.lons, request.device_budget, request.device_budget_delta)
+        fleet.identity = csv_identity(rows.sha256, request.seed)
+        return fleet
+    devices = DEFAULT_DEVICES if request.devices is None else request.devices
+    lats, lons = geo.sample_locations(devices, parse_center(request.center), rng)
     return new_fleet(lats, lons, request.device_budget, request.device_budget_delta)
+
+
+def csv_identity(file_sha256: bytes, seed: int | None) -> bytes:
+    """Who a CSV fleet's devices are: the file's content and the seed (0 when not given)."""
+    return hashlib.sha256(
+        b"ldpcollect csv fleet\0" + file_sha256 + str(seed or 0).encode()
+    ).digest()
 
 
 def run_fleet_command(request: FleetRequest, console: Console) -> None:
     if request.mode not in MODES:
         raise ParameterError("--mode", request.mode, "unary, stream or batch")
     if request.advance and not request.admin_token:
-        raise ParameterError("--admin-token", "", "a token: --advance calls AdvanceRound")
+        raise ParameterError(
+            "--admin-token",
+            "",
+            "given with --advance",
+            "advancing a query is the operator's: pass the token or set LDPCOLLECT_ADMIN_TOKEN",
+        )
+    warn = Console(stderr=True)
+    if request.csv is not None and request.devices is not None:
+        warn.print(f"note: --devices is ignored with --csv: one device per row of {request.csv}")
     config = FleetConfig(
         mode=request.mode,
         concurrency=request.concurrency,
@@ -84,7 +109,7 @@ def run_fleet_command(request: FleetRequest, console: Console) -> None:
     rng = np.random.default_rng(request.seed)
     fleet = build_fleet(request, rng)
     try:
-        result = asyncio.run(_run(request, fleet, config, rng))
+        result = asyncio.run(_run(request, fleet, config, rng, warn))
     finally:
         if request.state is not None:
             fleet.save(request.state)
@@ -92,10 +117,51 @@ def run_fleet_command(request: FleetRequest, console: Console) -> None:
         print_json(result.to_json())
     else:
         console.print(result_table(result))
+    for line in next_steps(request, result):
+        warn.print(line)
+
+
+def next_steps(request: FleetRequest, result: FleetResult) -> list[str]:
+    """What the person should know after the run: a round still to answer, a repeated run."""
+    lines: list[str] = []
+    last = result.rounds[-1]
+    if last.sent and last.duplicates == last.sent:
+        lines.append(
+            f"note: every report was already acknowledged: this fleet answered {result.query_id} "
+            "before (the same CSV and --seed are the same devices); another --seed is a new set "
+            "of devices"
+        )
+    if last.round < result.rounds_total:
+        again = "this command again"
+        if request.csv is None:
+            again += " with the same --state FILE" if request.state else " with --state FILE"
+        lines.append(
+            f"note: {result.query_id} has {result.rounds_total} rounds and only devices that "
+            f"answer all of them are counted: run `ldpcollect query advance --query "
+            f"{result.query_id}`, then {again}; or answer every round in one run with --advance"
+        )
+    return lines
+
+
+def swap_warning(request: FleetRequest, info: QueryInfo, fleet: FleetState) -> str | None:
+    check = check_swap(info, fleet.lats, fleet.lons)
+    if not check.looks_swapped:
+        return None
+    source = f"locations in {request.csv}" if request.csv is not None else "simulated locations"
+    return (
+        f"warning: only {check.inside:.0%} of the {source} fall in {info.query_id}'s targets, "
+        f"but {check.inside_swapped:.0%} would with latitude and longitude swapped: check the "
+        "order of the CSV's columns (a header row lat,lon names them) and of the query's --bbox "
+        "(south,west,north,east)"
+    )
 
 
 async def _run(
-    request: FleetRequest, fleet: FleetState, config: FleetConfig, rng: np.random.Generator
+    request: FleetRequest,
+    fleet: FleetState,
+    config: FleetConfig,
+    rng: np.random.Generator,
+    warn: Console,
 ) -> FleetResult:
     identity = ClientIdentity.from_environment()
     with ExitStack() as stack:
@@ -112,6 +178,12 @@ async def _run(
 
             advance = advance_round
         async with open_aio_channel(request.server, request.tls_ca, identity=identity) as channel:
+            query = await pb_grpc.CollectorStub(channel).GetQuery(
+                pb.GetQueryRequest(query_id=request.query_id), timeout=config.retry.rpc_timeout
+            )
+            warning = swap_warning(request, QueryInfo.from_proto(query), fleet)
+            if warning is not None:
+                warn.print(warning)
             with fleet_progress(
                 f"{request.query_id} ({request.mode})", enabled=request.progress
             ) as bar:

@@ -101,7 +101,7 @@ def _show(result: pb.Ledger, json_out: bool) -> None:
     if json_out:
         print_json(ledger_json(result))
         return
-    for table in ledger_tables(result):
+    for table in ledger_tables(result, console.width):
         console.print(table)
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {note}")

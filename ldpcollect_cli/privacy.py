@@ -1,5 +1,9 @@
 """Commands: `ldpcollect privacy convert`, `privacy cost` (a budget calculator) and `privacy plan`
-(the noise or participants floor a target (epsilon, delta) needs)."""
+(the noise or participants floor a target (epsilon, delta) needs).
+
+The accounting modules (scipy) are imported inside the commands, so `ldpcollect --help` and
+the other commands start without them.
+"""
 
 from __future__ import annotations
 
@@ -12,16 +16,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ldpcollect.accounting.calculator import queries_cost
-from ldpcollect.accounting.conversions import (
-    bun_steinke_epsilon,
-    cks_delta,
-    cks_epsilon,
-    rho_for_target,
-    round_up,
-    sigma_for_target,
-)
-from ldpcollect.accounting.planner import gaussian_sigma, rr_participants, sp_sigma
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
 
@@ -48,6 +42,8 @@ def _show(data: dict[str, Any], as_json: bool, title: str) -> None:
     table = Table(title=title)
     table.add_column("figure")
     table.add_column("value (rounded up)")
+    from ldpcollect.accounting.conversions import round_up
+
     for key, value in data.items():
         if isinstance(value, dict | list):
             continue
@@ -73,6 +69,14 @@ def convert(
 ) -> None:
     """rho-zCDP to (epsilon, delta): CKS (tight) and Bun-Steinke; or, with --epsilon, the
     inverse: the rho and discrete Gaussian sigma (sensitivity 1 and sqrt(2)) that meet it."""
+    from ldpcollect.accounting.conversions import (
+        bun_steinke_epsilon,
+        cks_delta,
+        cks_epsilon,
+        rho_for_target,
+        sigma_for_target,
+    )
+
     try:
         if (rho is None) == (epsilon is None):
             raise ParameterError("rho/epsilon", None, "exactly one of --rho or --epsilon")
@@ -134,6 +138,8 @@ def plan(
     """What a target (epsilon, delta) over K queries needs: the release noise sigma (SP: by its
     exact single-device pair, beside what the noise's sensitivity alone would need) or, for RR,
     the participants floor (--min-reports) at count level."""
+    from ldpcollect.accounting.planner import gaussian_sigma, rr_participants, sp_sigma
+
     try:
         mech = _mechanism(mechanism, flip1, flip2, sampling_rate)
         if not 1 <= queries <= 1000:
@@ -201,6 +207,8 @@ def cost(
                 sigma = Fraction(noise_sigma)
             except (ValueError, ZeroDivisionError) as exc:
                 raise ParameterError("noise-sigma", noise_sigma, "(0, inf)") from exc
+        from ldpcollect.accounting.calculator import queries_cost
+
         data = queries_cost(mech, queries, delta, targets, sigma, participants)
     except ParameterError as exc:
         _fail(str(exc))

@@ -17,11 +17,12 @@ from rich.console import Console
 from client.admin import AdminClient
 from ldpcollect import geo
 from ldpcollect.errors import ParameterError
+from ldpcollect.geo import h3cells
 from ldpcollect.mechanisms import Mechanism, mechanism_from_params
 from ldpcollect.rational import parse_rational_text
 from ldpcollect.release_noise import NOISE_SIGMA_RANGE, validate_noise_sigma
 from ldpcollect.v1 import ldpcollect_pb2 as pb
-from ldpcollect_cli import ledger_command
+from ldpcollect_cli import ledger_command, release_command
 from ldpcollect_cli.service_errors import guarded
 from ldpcollect_cli.service_options import (
     DEFAULT_SERVER,
@@ -35,8 +36,6 @@ from ldpcollect_cli.service_render import (
     print_json,
     queries_table,
     query_json,
-    release_json,
-    release_tables,
 )
 
 console = Console()
@@ -54,11 +53,9 @@ def _parse_floats(text: str, parameter: str, count: int) -> tuple[float, ...]:
     return values
 
 
-def _parse_targets(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.replace(" ", "").split(",") if part]
-    except ValueError:
-        raise ParameterError("targets", text, "comma-separated integer location ids") from None
+def _parse_targets(text: str, scheme: geo.LocationScheme) -> list[int]:
+    """Comma-separated cell ids: grid ids as integers, H3 cells as hex (or decimal)."""
+    return [scheme.parse_cell(part, "--targets") for part in text.split(",") if part.strip()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -159,7 +156,11 @@ def query_create(
         str | None, typer.Option("--sampling-rate", help="SP: sampling rate s, (0,1].")
     ] = None,
     targets: Annotated[
-        str | None, typer.Option("--targets", help="Comma-separated location ids.")
+        str | None,
+        typer.Option(
+            "--targets",
+            help="Comma-separated location ids: grid ids, or H3 cells in hex (891fb46741bffff).",
+        ),
     ] = None,
     bbox: Annotated[
         str | None, typer.Option("--bbox", help="south,west,north,east: every cell in the box.")
@@ -177,7 +178,14 @@ def query_create(
         typer.Option("--h3-disk", help="H3 region: CELL,K = every cell within K steps of CELL."),
     ] = None,
     scheme: Annotated[str, typer.Option("--scheme", help="grid or h3:<resolution>.")] = "grid",
-    min_reports: Annotated[int, typer.Option("--min-reports", min=1)] = 1,
+    min_reports: Annotated[
+        int,
+        typer.Option(
+            "--min-reports",
+            min=1,
+            help="Devices that must answer every round before the query can be released.",
+        ),
+    ] = 1,
     noise_sigma: Annotated[
         str | None,
         typer.Option(
@@ -194,7 +202,9 @@ def query_create(
         ),
     ] = False,
     query_id: Annotated[str, typer.Option("--id", help="Query id (server picks if empty).")] = "",
-    description: Annotated[str, typer.Option("--description")] = "",
+    description: Annotated[
+        str, typer.Option("--description", help="Free text shown with the query (its purpose).")
+    ] = "",
     server: Server = DEFAULT_SERVER,
     admin_token: Token = "",
     tls_ca: TlsCa = None,
@@ -259,9 +269,9 @@ def _targets(
     chosen = [name for name, value in given.items() if value is not None]
     if len(chosen) != 1:
         raise ParameterError("/".join(given), chosen, "exactly one of them")
-    if targets is not None:
-        return _parse_targets(targets)
     location_scheme = geo.scheme_from_text(scheme)
+    if targets is not None:
+        return _parse_targets(targets, location_scheme)
     if bbox is not None:
         south, west, north, east = _parse_floats(bbox, "--bbox", 4)
         return list(location_scheme.targets_in_bbox(south, west, north, east))
@@ -279,11 +289,7 @@ def _targets(
 
 def _parse_h3_cell(text: str, option: str) -> int:
     """An H3 cell as its usual 15-character hex string (or a decimal 64-bit integer)."""
-    text = text.strip().lower()
-    try:
-        return int(text) if text.isdigit() and len(text) > 15 else int(text, 16)
-    except ValueError:
-        raise ParameterError(option, text, "an H3 cell in hex, e.g. 851fb467fffffff") from None
+    return h3cells.from_text(text, option)
 
 
 @query_app.command("list")
@@ -349,15 +355,33 @@ fleet_app = typer.Typer(
 @fleet_app.command("run")
 def fleet_run(
     query: QueryId,
-    devices: Annotated[int, typer.Option("--devices", "-n", min=1, max=10_000_000)] = 1000,
+    devices: Annotated[
+        int | None,
+        typer.Option(
+            "--devices",
+            "-n",
+            min=1,
+            max=10_000_000,
+            help="Simulated devices around --center (default 1000); ignored with --csv, which "
+            "has one device per row.",
+        ),
+    ] = None,
     mode: Annotated[str, typer.Option("--mode", help="unary, stream or batch.")] = "batch",
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=10_000)] = 8,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, max=100_000)] = 500,
     csv: Annotated[
-        Path | None, typer.Option("--csv", help="Device locations: lat,lon rows (header optional).")
+        Path | None,
+        typer.Option(
+            "--csv",
+            help="Device locations: lat,lon rows (header optional). The same file and --seed "
+            "are the same devices: running it again on a query is deduplicated, not recounted.",
+        ),
     ] = None,
     seed: Annotated[
-        int | None, typer.Option("--seed", help="Seed for locations and answers.")
+        int | None,
+        typer.Option(
+            "--seed", help="Seed for locations and answers; with --csv it also names the devices."
+        ),
     ] = None,
     center: Annotated[
         str, typer.Option("--center", help="lat,lon of the simulated city.")
@@ -374,15 +398,25 @@ def fleet_run(
         typer.Option("--device-budget-delta", help="Each device's delta budget (SP costs (0, s))."),
     ] = 0.0,
     advance: Annotated[
-        bool, typer.Option("--advance", help="Advance and answer every round (needs admin token).")
+        bool,
+        typer.Option(
+            "--advance",
+            help="Answer every round, advancing the query between them (needs the admin token). "
+            "A Sampling Privacy query has two rounds: without --advance, run `query advance` "
+            "and then this command again.",
+        ),
     ] = False,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    progress: Annotated[
+        bool,
+        typer.Option("--progress/--no-progress", help="Progress bars on stderr while sending."),
+    ] = True,
     server: Server = DEFAULT_SERVER,
     admin_token: Token = "",
     tls_ca: TlsCa = None,
     json_out: Json = False,
 ) -> None:
-    """Run N simulated devices' reports for the query's current round (or every round)."""
+    """Send a simulated fleet's reports for the query's current round (with --advance: for
+    every round). Devices are simulated around --center, or read from --csv."""
     from ldpcollect_cli.fleet_command import FleetRequest, run_fleet_command
 
     request = FleetRequest(
@@ -408,42 +442,36 @@ def fleet_run(
 
 
 # ---------------------------------------------------------------------------------------------
-def release(
-    query: QueryId,
-    server: Server = DEFAULT_SERVER,
-    admin_token: Token = "",
-    tls_ca: TlsCa = None,
-    json_out: Json = False,
-) -> None:
-    """Release a closed query's estimates (or show the release if it already happened)."""
-
-    def work() -> None:
-        def call(admin: AdminClient) -> pb.QueryRelease:
-            if admin.get_query(query).state == pb.QUERY_STATE_RELEASED:
-                return admin.get_release(query)
-            return admin.release(query)
-
-        result = with_admin(server, admin_token, call, tls_ca)
-        if json_out:
-            print_json(release_json(result))
-        else:
-            for table in release_tables(result):
-                console.print(table)
-
-    guarded(work)
-
-
 def demo(
     devices: Annotated[int, typer.Option("--devices", "-n", min=100, max=1_000_000)] = 20_000,
     seed: Annotated[int, typer.Option("--seed")] = 2024,
     mode: Annotated[str, typer.Option("--mode", help="unary, stream or batch.")] = "batch",
     top: Annotated[int, typer.Option("--top", min=1, max=100, help="Busiest cells shown.")] = 10,
+    postprocess: Annotated[
+        str | None,
+        typer.Option(
+            "--postprocess",
+            help="Also report the error of the estimates made non-negative: clip or norm-sub.",
+        ),
+    ] = None,
+    maps: Annotated[
+        Path | None,
+        typer.Option("--maps", help="Folder for each release's map (PNG and HTML, with truth)."),
+    ] = None,
     json_out: Json = False,
 ) -> None:
     """End to end: aggregator on SQLite, RR and SP queries, 20,000 devices, releases, stop."""
     from ldpcollect_cli.demo import DemoSettings, run_demo
 
-    settings = DemoSettings(devices=devices, seed=seed, mode=mode, top=top, json_out=json_out)
+    settings = DemoSettings(
+        devices=devices,
+        seed=seed,
+        mode=mode,
+        top=top,
+        json_out=json_out,
+        postprocess=postprocess,
+        maps=maps,
+    )
     guarded(lambda: run_demo(settings, console))
 
 
@@ -452,6 +480,6 @@ def register(app: typer.Typer) -> None:
     app.command("serve")(serve)
     app.add_typer(query_app, name="query")
     app.add_typer(fleet_app, name="fleet")
-    app.command("release")(release)
+    app.command("release")(release_command.release)
     ledger_command.register(app)
     app.command("demo")(demo)

@@ -9,10 +9,9 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from client.device import ReportFailed
-from client.fleet import FleetError
 from client.retry import error_code, error_details
 from ldpcollect.errors import ParameterError
+from ldpcollect_cli.command_words import in_command_words
 
 stderr = Console(stderr=True)
 
@@ -27,13 +26,18 @@ def guarded(work: Callable[[], None]) -> None:
     except grpc.RpcError as err:
         code = error_code(err)
         name = code.name if code is not None else "UNKNOWN"
-        details = error_details(err)
+        details = in_command_words(error_details(err))
         _say(f"{name}: {details}")
         raise typer.Exit(EXIT_RPC) from None
     except ParameterError as err:
         _say(str(err))
         raise typer.Exit(EXIT_USAGE) from None
-    except (FleetError, ReportFailed, OSError) as err:
+    except Exception as err:
+        from client.device import ReportFailed  # loaded already if it was raised
+        from client.fleet import FleetError
+
+        if not isinstance(err, FleetError | ReportFailed | OSError):
+            raise
         _say(str(err))
         raise typer.Exit(EXIT_RPC) from None
 

@@ -47,7 +47,10 @@ def with_admin(
     closed afterwards)."""
     if not token:
         raise ParameterError(
-            "admin token", "", "a non-empty token (--admin-token or LDPCOLLECT_ADMIN_TOKEN)"
+            "--admin-token",
+            "",
+            "given",
+            "pass the operator's token, or set LDPCOLLECT_ADMIN_TOKEN",
         )
     identity = ClientIdentity.from_environment()
     with connect_admin(server, token, tls_ca=tls_ca, identity=identity) as admin:

@@ -13,8 +13,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ldpcollect import wire
-from ldpcollect.accounting.conversions import round_up
+from ldpcollect import geo, wire
 from ldpcollect.errors import ParameterError
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 
@@ -50,19 +49,29 @@ def print_json(data: object) -> None:
     sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
 
 
+def cell_ids_json(scheme_text: str, cells: Iterable[int]) -> list[int | str]:
+    """Location ids as people and tools read them: grid ids as integers, H3 cells as hex."""
+    try:
+        scheme = geo.scheme_from_text(scheme_text)
+    except ParameterError:
+        return [int(c) for c in cells]
+    return [scheme.cell_json(int(c)) for c in cells]
+
+
 def query_json(query: pb.Query) -> dict[str, object]:
     try:
         mechanism = wire.mechanism_from_proto(query.mechanism)
         mech_name, params = mechanism.name, mechanism.params()
     except ParameterError:
         mech_name, params = "invalid", {}
+    scheme = _scheme_text(query)
     return {
         "query_id": query.query_id,
         "description": query.description,
         "mechanism": mech_name,
         "params": params,
-        "scheme": wire.scheme_to_text(query.location_scheme),
-        "targets": [int(t) for t in query.targets],
+        "scheme": scheme,
+        "targets": cell_ids_json(scheme, query.targets),
         "rounds": int(query.rounds),
         "current_round": int(query.current_round),
         "state": STATE_NAMES.get(query.state, "unspecified"),
@@ -93,16 +102,32 @@ def claim_json(claim: pb.PrivacyClaim) -> dict[str, object]:
     return data
 
 
-def release_json(release: pb.QueryRelease) -> dict[str, object]:
+def _scheme_text(query: pb.Query) -> str:
+    try:
+        return wire.scheme_to_text(query.location_scheme)
+    except ParameterError:
+        return "invalid"
+
+
+def release_json(release: pb.QueryRelease, query: pb.Query | None = None) -> dict[str, object]:
+    """The release as JSON; given its query, also the mechanism and scheme (so a saved release
+    can be mapped later) and H3 cells as hex strings."""
+    about: dict[str, object] = {}
+    ids: list[int | str] = [int(e.location_id) for e in release.estimates]
+    if query is not None:
+        described = query_json(query)
+        about = {key: described[key] for key in ("mechanism", "params", "scheme", "noise_sigma")}
+        ids = cell_ids_json(str(described["scheme"]), (e.location_id for e in release.estimates))
     return {
         "query_id": release.query_id,
+        **about,
         "participants": int(release.participants),
         "released_at": (
             release.released_at.ToJsonString() if release.HasField("released_at") else None
         ),
         "estimates": [
             {
-                "location_id": int(e.location_id),
+                "location_id": cell,
                 "estimate": number(e.estimate),
                 "std_error": number(e.std_error),
                 "ci_low": number(e.ci_low),
@@ -110,7 +135,7 @@ def release_json(release: pb.QueryRelease) -> dict[str, object]:
                 "participants": int(e.participants),
                 "round_counts": [int(c) for c in e.round_counts],
             }
-            for e in release.estimates
+            for cell, e in zip(ids, release.estimates, strict=True)
         ],
         "claims": [claim_json(c) for c in release.claims],
     }
@@ -196,11 +221,15 @@ def bound(value: float | None, digits: int = 4) -> str:
     """A privacy loss for people: rounded UP, so a printed bound is never below the true one."""
     if value is None:
         return "-"
+    from ldpcollect.accounting.conversions import round_up  # scipy: only when printing
+
     return f"{round_up(value, digits):.{digits}g}"
 
 
 def allowance(value: float, digits: int = 4) -> str:
     """What a budget still allows: rounded DOWN, never more than is really left."""
+    from ldpcollect.accounting.conversions import round_up
+
     return f"{-round_up(-value, digits):.{digits}g}" if math.isfinite(value) else fmt(value)
 
 
@@ -350,7 +379,12 @@ def _timestamp(message: Message, name: str) -> str:
     return stamp
 
 
-def ledger_tables(ledger: pb.Ledger) -> list[Table]:
+NARROW = 120
+"""Terminals narrower than this many columns get the ledger's releases without the columns
+people read least."""
+
+
+def ledger_tables(ledger: pb.Ledger, width: int | None = None) -> list[Table]:
     """The ledger for a person: the budget and what is spent (in the filter's currency and as
     epsilon by both conversions), the odometer, each release's charge and claims, and every
     budget change. Notes are printed separately."""
@@ -391,11 +425,25 @@ def ledger_tables(ledger: pb.Ledger) -> list[Table]:
     summary.add_row("reporting delta", f"{ledger.reporting_delta:g} (new releases' claims)")
     tables = [summary]
 
+    # A narrow terminal keeps query, charge, view, guarantee, epsilon, delta and rho whole;
+    # the release time, Bun-Steinke and pure epsilon columns are left to --json.
+    narrow = width is not None and width < NARROW
+    charged_column = "charged" if narrow else f"charged ({currency})"
+    columns = ["query", "released at", charged_column, "view", "guarantee"]
+    columns += ["epsilon", "Bun-Steinke", "delta", "rho", "pure"]
+    dropped = {"released at", "Bun-Steinke", "pure"} if narrow else set()
+    kept = [k for k, column in enumerate(columns) if column not in dropped]
     releases = Table(title=f"releases ({len(ledger.entries)})")
-    for column in ("query", "released at", f"charged ({currency})", "view", "guarantee"):
-        releases.add_column(column)
-    for column in ("epsilon", "Bun-Steinke", "delta", "rho", "pure"):
-        releases.add_column(column, justify="right")
+    if narrow:
+        releases.box = box.SIMPLE_HEAD
+        releases.pad_edge = releases.show_edge = False
+        releases.caption = (
+            f"charged in {currency}; narrow terminal: release times, Bun-Steinke and pure "
+            "epsilon in --json"
+        )
+    for k in kept:
+        right = k >= 5
+        releases.add_column(columns[k], justify="right" if right else "left", no_wrap=True)
     for entry in ledger.entries:
         charged = fmt(entry.charged) if entry.HasField("charged") else "-"
         claims: list[pb.PrivacyClaim | None] = [*entry.claims] or [None]
@@ -406,18 +454,19 @@ def ledger_tables(ledger: pb.Ledger) -> list[Table]:
                 else ["", "", ""]
             )
             if c is None:
-                releases.add_row(*head, "-", "no claims recorded", "-", "-", "-", "-", "-")
-                continue
-            releases.add_row(
-                *head,
-                c.view,
-                c.guarantee,
-                fmt(c.epsilon),
-                fmt(c.epsilon_bun_steinke),
-                f"{c.delta:g}",
-                fmt(c.rho) if c.HasField("rho") else "-",
-                fmt(c.pure_epsilon) if c.HasField("pure_epsilon") else "-",
-            )
+                row = [*head, "-", "no claims recorded", "-", "-", "-", "-", "-"]
+            else:
+                row = [
+                    *head,
+                    c.view,
+                    c.guarantee,
+                    fmt(c.epsilon),
+                    fmt(c.epsilon_bun_steinke),
+                    f"{c.delta:g}",
+                    fmt(c.rho) if c.HasField("rho") else "-",
+                    fmt(c.pure_epsilon) if c.HasField("pure_epsilon") else "-",
+                ]
+            releases.add_row(*(row[k] for k in kept))
     tables.append(releases)
 
     if ledger.budget_changes:

@@ -68,7 +68,10 @@ def check_bbox(south: float, west: float, north: float, east: float) -> BBox:
     north_f, east_f = check_point(north, east)
     if south_f > north_f:
         raise ParameterError(
-            "bbox", (south, west, north, east), "south <= north", "south is north of north"
+            "bbox",
+            (south, west, north, east),
+            "south,west,north,east with south <= north",
+            f"its south edge {south_f:g} lies north of its north edge {north_f:g}",
         )
     return BBox(south_f, west_f, north_f, east_f)
 

@@ -149,6 +149,20 @@ class Grid:
         lon = _wrap(self.origin_lon + (col + 0.5 - _HALF) * self.col_degrees)
         return lat, lon
 
+    def bounds(self, cell: int) -> tuple[float, float, float, float]:
+        """(south, west, north, east) of a cell in degrees, clipped to the poles.
+
+        `east` is `west` plus one column, so near the antimeridian it may exceed 180: the square
+        stays one piece for drawing.
+        """
+        row, col = divmod(check_cell(cell), CELLS_PER_SIDE)
+        south_edge = self.origin_lat + (row - _HALF) * ROW_DEGREES
+        if south_edge >= 90.0 or south_edge + ROW_DEGREES <= -90.0:
+            raise ParameterError("cell", cell, self.extent(), f"row {row} lies beyond a pole")
+        west = _wrap(self.origin_lon + (col - _HALF) * self.col_degrees)
+        north = min(south_edge + ROW_DEGREES, 90.0)
+        return max(south_edge, -90.0), west, north, west + self.col_degrees
+
     def targets_in_bbox(
         self, south: float, west: float, north: float, east: float
     ) -> tuple[int, ...]:

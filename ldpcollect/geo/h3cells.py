@@ -82,6 +82,47 @@ def center(cell: int) -> tuple[float, float]:
     return float(lat), float(lon)
 
 
+def boundary(cell: int) -> list[tuple[float, float]]:
+    """The cell's polygon as (lat, lon) vertices, counter-clockwise, not closed.
+
+    Longitudes are unwrapped from the first vertex, so a cell crossing the antimeridian stays
+    one polygon (some longitudes then lie beyond +-180).
+    """
+    vertices = h3i.cell_to_boundary(check_cell(cell))
+    first_lon = float(vertices[0][1])
+    return [(float(lat), _near(float(lon), first_lon)) for lat, lon in vertices]
+
+
+def to_text(cell: int) -> str:
+    """H3's canonical form of a cell id: lower-case hex, e.g. "891fb46741bffff"."""
+    return format(check_cell(cell), "x")
+
+
+def from_text(text: str, parameter: str = "cell") -> int:
+    """A cell from its hex string (canonical) or its decimal 64-bit integer.
+
+    Decimal H3 ids have 18 or more digits and hex ones at most 16 characters, so the two
+    forms never collide.
+    """
+    cleaned = text.strip().lower().removeprefix("0x")
+    try:
+        value = int(cleaned) if cleaned.isdigit() and len(cleaned) > 16 else int(cleaned, 16)
+    except ValueError:
+        raise ParameterError(
+            parameter, text, "an H3 cell in hex, e.g. 891fb46741bffff (or its decimal id)"
+        ) from None
+    return check_cell(value, parameter=parameter)
+
+
+def _near(lon: float, reference: float) -> float:
+    """`lon`, or `lon` +- 360 when that is nearer `reference` (unchanged when within 180)."""
+    if lon - reference > 180.0:
+        return lon - 360.0
+    if reference - lon > 180.0:
+        return lon + 360.0
+    return lon
+
+
 def targets_in_bbox(
     south: float, west: float, north: float, east: float, resolution: int
 ) -> tuple[int, ...]:

@@ -38,6 +38,19 @@ class LocationScheme(abc.ABC):
         """Return `cell` as an int if it is a cell id of this scheme, else raise ParameterError."""
 
     @abc.abstractmethod
+    def boundary(self, cell: int) -> list[tuple[float, float]]:
+        """The cell's polygon: (lat, lon) vertices counter-clockwise, not closed."""
+
+    @abc.abstractmethod
+    def cell_json(self, cell: int) -> int | str:
+        """How a person or another tool reads the id: an integer, or H3's hex string (64-bit
+        integers above 2**53 lose digits in JavaScript and jq)."""
+
+    @abc.abstractmethod
+    def parse_cell(self, text: str, parameter: str = "cell") -> int:
+        """A cell id from its text form (H3: hex or decimal); ParameterError if not one."""
+
+    @abc.abstractmethod
     def targets_in_bbox(
         self, south: float, west: float, north: float, east: float
     ) -> tuple[int, ...]:
@@ -64,6 +77,22 @@ class GridScheme(LocationScheme):
     def validate_cell(self, cell: int) -> int:
         grid.DEFAULT_GRID.center(cell)  # rejects ids out of range and rows beyond the pole
         return grid.check_cell(cell)
+
+    def boundary(self, cell: int) -> list[tuple[float, float]]:
+        south, west, north, east = grid.DEFAULT_GRID.bounds(cell)
+        return [(south, west), (south, east), (north, east), (north, west)]
+
+    def cell_json(self, cell: int) -> int | str:
+        return self.validate_cell(cell)
+
+    def parse_cell(self, text: str, parameter: str = "cell") -> int:
+        cleaned = text.strip()
+        if not cleaned.isdigit():
+            raise ParameterError(parameter, text, "a grid cell id: a whole number")
+        try:
+            return self.validate_cell(int(cleaned))
+        except ParameterError as err:
+            raise ParameterError(parameter, text, err.allowed, err.detail) from None
 
     def targets_in_bbox(
         self, south: float, west: float, north: float, east: float
@@ -94,6 +123,17 @@ class H3Scheme(LocationScheme):
 
     def validate_cell(self, cell: int) -> int:
         return h3cells.check_cell(cell, self.resolution)
+
+    def boundary(self, cell: int) -> list[tuple[float, float]]:
+        return h3cells.boundary(self.validate_cell(cell))
+
+    def cell_json(self, cell: int) -> int | str:
+        return h3cells.to_text(self.validate_cell(cell))
+
+    def parse_cell(self, text: str, parameter: str = "cell") -> int:
+        return h3cells.check_cell(
+            h3cells.from_text(text, parameter), self.resolution, parameter=parameter
+        )
 
     def targets_in_bbox(
         self, south: float, west: float, north: float, east: float

@@ -44,3 +44,23 @@ def test_bad_region_options_name_the_option(
 ) -> None:
     with pytest.raises(ParameterError, match=names):
         _targets(scheme, None, None, **kwargs)
+
+
+def test_h3_targets_are_accepted_in_hex_or_decimal() -> None:
+    decimal = str(h3.str_to_int(EIFFEL_RES9))
+    neighbour = sorted(h3.grid_ring(EIFFEL_RES9, 1))[0]
+    cells = _targets("h3:9", f"{EIFFEL_RES9}, {decimal},{neighbour.upper()}", None)
+    assert cells == [h3.str_to_int(EIFFEL_RES9)] * 2 + [h3.str_to_int(neighbour)]
+
+
+@pytest.mark.parametrize(
+    ("scheme", "targets", "words"),
+    [
+        ("h3:8", EIFFEL_RES9, "--targets must be a valid H3 cell id at resolution 8"),
+        ("h3:9", "zz", "--targets must be an H3 cell in hex"),
+        ("grid", EIFFEL_RES9, "--targets must be a grid cell id: a whole number"),
+    ],
+)
+def test_bad_targets_name_the_option_and_the_form(scheme: str, targets: str, words: str) -> None:
+    with pytest.raises(ParameterError, match=words):
+        _targets(scheme, targets, None)

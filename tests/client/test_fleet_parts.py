@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from client.fleet import FleetConfig, ground_truth, new_fleet
-from client.fleet_state import FleetQuery, FleetState, read_locations_csv
+from client.fleet_state import FleetQuery, FleetState
 from client.leakage import query_cost
+from client.locations_csv import read_locations_csv
 from client.retry import RetryPolicy
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
@@ -78,23 +79,45 @@ def test_fleet_state_rejects_a_foreign_file(tmp_path: Path) -> None:
 def test_csv_with_and_without_header(tmp_path: Path) -> None:
     with_header = tmp_path / "a.csv"
     with_header.write_text("lon,lat\n2.29,48.85\n2.30,48.86\n")
-    lats, lons = read_locations_csv(with_header)
-    assert lats.tolist() == [48.85, 48.86] and lons.tolist() == [2.29, 2.30]
+    rows = read_locations_csv(with_header)
+    assert rows.lats.tolist() == [48.85, 48.86] and rows.lons.tolist() == [2.29, 2.30]
     bare = tmp_path / "b.csv"
     bare.write_text("48.85,2.29\n\n48.86,2.30\n")
-    lats, lons = read_locations_csv(bare)
-    assert lats.tolist() == [48.85, 48.86] and lons.tolist() == [2.29, 2.30]
+    rows = read_locations_csv(bare)
+    assert rows.lats.tolist() == [48.85, 48.86] and rows.lons.tolist() == [2.29, 2.30]
+    named = tmp_path / "c.csv"
+    named.write_text("name,longitude,latitude\nJFK,-73.78,40.64\n")
+    rows = read_locations_csv(named)
+    assert (rows.lats.tolist(), rows.lons.tolist()) == ([40.64], [-73.78])
 
 
-def test_csv_errors_name_the_row(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.csv"
-    bad.write_text("lat,lon\n48.85,2.29\n91,2.0\n")
-    with pytest.raises(ParameterError, match="lats"):
-        read_locations_csv(bad)
-    worse = tmp_path / "worse.csv"
-    worse.write_text("48.85,2.29\n48.86\n")
-    with pytest.raises(ParameterError, match="row 2"):
-        read_locations_csv(worse)
+def test_the_same_content_has_the_same_hash(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("48.85,2.29\n")
+    (tmp_path / "b.csv").write_text("48.85,2.29\n")
+    (tmp_path / "c.csv").write_text("48.85,2.30\n")
+    a, b, c = (read_locations_csv(tmp_path / f"{name}.csv").sha256 for name in "abc")
+    assert a == b != c
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("", "--csv must be a file with at least one lat,lon row, got '{path}': the file is empty"),
+        ("lat,lon\n\n", "it has a header but no rows"),
+        ("lat,lon\n48.85,2.29\n\n91,2.0\n", "{path} line 4: lat must be in [-90, 90] degrees"),
+        ("lat,lon\n2.29,190\n", "{path} line 2: lon must be in [-180, 180] degrees, got 190.0"),
+        ("48.85,2.29\n\n\n48.86\n", "{path} line 4 must be two numbers: lat,lon in degrees"),
+        ("lat,lon\n120.5,40.1\n", "got 120.5: lat,lon look swapped"),
+        ("name,city\nx,y\n", "line 2"),
+        ("name,lat\n", "a header naming both lat and lon"),
+    ],
+)
+def test_csv_errors_name_the_file_line(tmp_path: Path, text: str, words: str) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    with pytest.raises(ParameterError) as raised:
+        read_locations_csv(path)
+    assert words.format(path=path) in str(raised.value)
 
 
 def test_local_cost_rr_one_target_is_eps0_two_targets_two_bits() -> None:

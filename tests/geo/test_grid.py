@@ -179,7 +179,7 @@ def test_mismatched_arrays_are_rejected() -> None:
 
 @pytest.mark.parametrize("cell", [-1, CELL_COUNT, 2**32, True, 1.0, "5"])
 def test_invalid_cell_ids_are_rejected(cell: object) -> None:
-    with pytest.raises(ParameterError, match="cell must be in an integer grid id"):
+    with pytest.raises(ParameterError, match="cell must be an integer grid id"):
         check_cell(cell)  # type: ignore[arg-type]
 
 

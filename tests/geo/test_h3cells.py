@@ -67,7 +67,7 @@ def test_antimeridian_point() -> None:
 
 @pytest.mark.parametrize("resolution", [-1, 16, True, 1.0, "8"])
 def test_invalid_resolution(resolution: object) -> None:
-    with pytest.raises(ParameterError, match=r"resolution must be in an integer in \[0, 15\]"):
+    with pytest.raises(ParameterError, match=r"resolution must be an integer in \[0, 15\]"):
         h3cells.locate(0.0, 0.0, resolution)  # type: ignore[arg-type]
 
 
@@ -186,7 +186,7 @@ def test_disk_region() -> None:
 def test_disk_errors() -> None:
     center = h3cells.locate(*EIFFEL, 9)
     for k in (-1, True, 2.0):
-        with pytest.raises(ParameterError, match="k must be in an integer >= 0"):
+        with pytest.raises(ParameterError, match="k must be an integer >= 0"):
             h3cells.targets_in_disk(center, k)  # type: ignore[arg-type]
     assert len(h3cells.targets_in_disk(center, 147)) <= MAX_TARGETS
     with pytest.raises(ParameterError, match="65,536"):

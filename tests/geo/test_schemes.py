@@ -41,7 +41,7 @@ def test_scheme_from_text(text: str, expected: LocationScheme) -> None:
     "text", ["", "h3", "h3:", "h3:16", "h3:-1", "h3:x", "h3:8.0", "s2:8", "grid:1"]
 )
 def test_scheme_from_text_rejects(text: str) -> None:
-    with pytest.raises(ParameterError, match=r'location_scheme must be in "grid" or "h3:'):
+    with pytest.raises(ParameterError, match=r'location_scheme must be "grid" or "h3:'):
         scheme_from_text(text)
 
 

