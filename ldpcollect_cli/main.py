@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from ldpcollect_cli import privacy, service, simulate
+from ldpcollect_cli import loadtest_command, privacy, service, simulate
 
 app = typer.Typer(
     name="ldpcollect",
@@ -18,7 +18,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (simulate, privacy, service):
+for module in (simulate, privacy, service, loadtest_command):
     module.register(app)
 
 
