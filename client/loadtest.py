@@ -48,8 +48,12 @@ UNKNOWN_OUTCOME = frozenset(
         grpc.StatusCode.UNAVAILABLE,
     }
 )
-MAX_PREBUILT_BYTES = 512 * 1024 * 1024
-CLOSED_LOOP_REPORTS = 1_000_000
+MAX_PREBUILT_BYTES = 256 * 1024 * 1024
+# Closed loop: reports built per second of --duration, above what one aggregator process on this
+# machine acknowledges (bench/ingest.py); the run says so if they run out first.
+CLOSED_LOOP_REPORTS_PER_SECOND = {"unary": 20_000, "stream": 200_000, "batch": 2_000_000}
+_OBJECT_BYTES = 41  # a bytes object's header (33) and its list slot (8)
+_ENCODE_CHUNK = 65_536
 CONNECT_SECONDS = 10.0
 TICK_SECONDS = 0.25
 
@@ -267,30 +271,41 @@ class LoadTest:
         config = self.config
         per_rpc = config.reports_per_rpc
         row = row_bytes(shape.query_id, shape.round, shape.n_targets)
+        # In memory a report is its row, plus (unary, stream) a bytes object's header and slot.
+        rpc_bytes = per_rpc * row + (0 if config.mode == "batch" else _OBJECT_BYTES * per_rpc)
         if config.open_loop:
             n_rpcs = OpenLoopSchedule(config.rate, config.duration).count
         else:
-            n_rpcs = max(1, min(CLOSED_LOOP_REPORTS, MAX_PREBUILT_BYTES // row) // per_rpc)
+            ceiling = CLOSED_LOOP_REPORTS_PER_SECOND[config.mode] * config.duration
+            n_rpcs = max(1, min(math.ceil(ceiling / per_rpc), MAX_PREBUILT_BYTES // rpc_bytes))
         if config.max_requests is not None:
             n_rpcs = min(n_rpcs, config.max_requests)
-        size = n_rpcs * per_rpc * row
-        if size > MAX_PREBUILT_BYTES:
+        if n_rpcs * rpc_bytes > MAX_PREBUILT_BYTES:
             raise ParameterError(
                 "--rate x --duration x --batch-size",
                 f"{n_rpcs} RPCs of {per_rpc} reports",
                 f"at most {MAX_PREBUILT_BYTES // 2**20} MiB of pre-built reports "
-                f"(this needs {size / 2**20:.0f} MiB at {row} bytes a report)",
+                f"(this needs {n_rpcs * rpc_bytes / 2**20:.0f} MiB)",
             )
         seed = config.seed if config.seed is not None else int.from_bytes(os.urandom(8))
-        rows = encode_reports(
-            shape.query_id, shape.round, shape.n_targets, n_rpcs * per_rpc,
-            np.random.default_rng(seed),
-        )  # fmt: skip
-        if config.mode == "unary":
-            return [r.tobytes() for r in rows]
-        if config.mode == "batch":
-            return [rows[i : i + per_rpc].tobytes() for i in range(0, len(rows), per_rpc)]
-        return [[r.tobytes() for r in rows[i : i + per_rpc]] for i in range(0, len(rows), per_rpc)]
+        rng = np.random.default_rng(seed)
+        units: list[Unit] = []
+        step = max(1, _ENCODE_CHUNK // per_rpc)  # encode in chunks: peak memory ~ the result
+        for start in range(0, n_rpcs, step):
+            count = min(step, n_rpcs - start)
+            rows = encode_reports(
+                shape.query_id, shape.round, shape.n_targets, count * per_rpc, rng
+            )
+            if config.mode == "unary":
+                units.extend(r.tobytes() for r in rows)
+            elif config.mode == "batch":
+                units.extend(rows[i : i + per_rpc].tobytes() for i in range(0, len(rows), per_rpc))
+            else:
+                units.extend(
+                    [r.tobytes() for r in rows[i : i + per_rpc]]
+                    for i in range(0, len(rows), per_rpc)
+                )
+        return units
 
 
 class _Run:
