@@ -14,6 +14,7 @@ import pytest
 
 from client.admin import connect_admin
 from ldpcollect.mechanisms import mechanism_from_params
+from tests.cli.tls_certs import make_tls_files
 from tests.serving import cli_env, serving
 
 TOKEN = "loadtest-token"
@@ -162,3 +163,26 @@ def test_an_unknown_query_is_one_line_not_found(server: str) -> None:
     done = cli("loadtest", "--server", server, "--query", "nope", "--duration", "1")
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr.count("\n") == 1 and "NOT_FOUND: no query 'nope'" in done.stderr
+
+
+def test_round_one_of_a_sampling_privacy_query(server: str) -> None:
+    with connect_admin(server, TOKEN) as admin:
+        sp = mechanism_from_params("sp", {"sampling_rate": "1/2"})
+        admin.create_query(sp, "grid", TARGETS, query_id="sp-round1")
+    out = loadtest_json(server, "sp-round1", "--mode", "batch", "--rate", "20", "--duration", "1")
+    assert out["query"]["mechanism"] == "sampling_privacy"
+    assert out["statuses"] == {"OK": 20}
+    assert out["count_check"]["ok"] is True and out["count_check"]["grew"] == {server: 2000}
+
+
+def test_over_tls(tmp_path: Path) -> None:
+    tls = make_tls_files(tmp_path)
+    tls_args = ("--tls-cert", str(tls.cert), "--tls-key", str(tls.key))
+    with serving(tmp_path / "tls.db", TOKEN, *tls_args) as served:
+        with connect_admin(served.address, TOKEN, tls_ca=tls.ca) as admin:
+            admin.create_query(RR, "grid", TARGETS, query_id="q-tls")
+        out = loadtest_json(
+            served.address, "q-tls", "--tls-ca", str(tls.ca), "--rate", "20", "--duration", "1"
+        )
+    assert out["statuses"] == {"OK": 20}
+    assert out["count_check"]["ok"] is True
