@@ -41,11 +41,13 @@ class OpenLoopSchedule:
 
 @dataclass(frozen=True)
 class Timing:
-    """One request's clock readings: due (intended), sent, and answered (done)."""
+    """One request's clock readings: due (intended), sent, and answered (done); and whether it
+    had to wait for an in-flight slot (the client's bound on concurrent requests)."""
 
     intended: float
     sent: float
     done: float
+    waited_for_slot: bool = False
 
     @property
     def latency(self) -> float:
@@ -63,4 +65,5 @@ class Timing:
 
     @property
     def late(self) -> bool:
-        return self.send_delay > LATE_AFTER_SECONDS
+        """Not sent on time: it waited for an in-flight slot, or the client fell behind."""
+        return self.waited_for_slot or self.send_delay > LATE_AFTER_SECONDS

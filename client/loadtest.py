@@ -382,7 +382,7 @@ class _Run:
             await self.slots.acquire()
             if waited:
                 self.result.waited_for_slot += 1
-            task = asyncio.create_task(self._send(i, intended))
+            task = asyncio.create_task(self._send(i, intended, waited))
             self.in_flight.add(task)
             task.add_done_callback(self._finished)
 
@@ -392,7 +392,7 @@ class _Run:
 
     async def _closed_loop_worker(self, end: float) -> None:
         while self.result.sent < len(self.units) and self.clock() < end:
-            await self._send(self.result.sent, None)
+            await self._send(self.result.sent, None, False)
 
     async def _drain(self) -> None:
         """Wait for what is in flight (each RPC has a deadline); cancel stragglers after it."""
@@ -403,7 +403,7 @@ class _Run:
             task.cancel()
         await asyncio.gather(*late, return_exceptions=True)
 
-    async def _send(self, i: int, intended: float | None) -> None:
+    async def _send(self, i: int, intended: float | None, waited: bool) -> None:
         result = self.result
         address, call = self.calls[i % len(self.calls)]
         unit = self.units[i]
@@ -429,7 +429,7 @@ class _Run:
             self._count(address, response)
         done = self.clock()
         self.last_answer = max(self.last_answer, done)
-        timing = Timing(timing_start, sent, done)
+        timing = Timing(timing_start, sent, done, waited)
         result.answered += 1
         result.statuses[code.name] += 1
         result.latency.record(timing.latency)

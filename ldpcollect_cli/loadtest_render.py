@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from client.loadtest import LoadTestResult
+from client.loadtest import MAX_PREBUILT_BYTES, LoadTestResult
 from client.loadtest_counts import CountCheck
 
 
@@ -109,6 +109,11 @@ def print_result(
         f"{result.max_send_delay * 1000:.1f} ms)",
     )
     if result.exhausted:
-        table.add_row("stopped", "the pre-built reports ran out before --duration")
+        why = (
+            "--max-requests"
+            if result.planned == config.max_requests
+            else f"the pre-built reports ran out (at most {MAX_PREBUILT_BYTES // 2**20} MiB)"
+        )
+        table.add_row("stopped", f"after {result.sent} RPCs, before --duration: {why}")
     table.add_row("count check", check.message if check is not None else skipped)
     console.print(table)

@@ -31,7 +31,7 @@ def test_a_stall_shows_on_every_request_due_during_it() -> None:
     timings = [Timing(schedule.intended(t0, 0), t0, t0 + 1.0)]
     sent = t0 + 1.0
     for i in range(1, schedule.count):  # each waited for the slot, then took 1 ms
-        timings.append(Timing(schedule.intended(t0, i), sent, sent + 0.001))
+        timings.append(Timing(schedule.intended(t0, i), sent, sent + 0.001, True))
         sent += 0.001
     assert timings[0].latency == pytest.approx(1.0)
     assert timings[1].service_time == pytest.approx(0.001)
@@ -45,6 +45,8 @@ def test_late_means_sent_more_than_the_tolerance_after_the_intended_time() -> No
     assert not Timing(1.0, 1.0 + LATE_AFTER_SECONDS / 2, 1.5).late
     assert Timing(1.0, 1.0 + 2 * LATE_AFTER_SECONDS, 1.5).late
     assert Timing(1.0, 0.9, 1.5).send_delay == 0.0
+    # a request that waited for an in-flight slot is late however short the wait
+    assert Timing(1.0, 1.001, 1.5, waited_for_slot=True).late
 
 
 @pytest.mark.parametrize(("rate", "duration"), [(0.0, 1.0), (-1.0, 1.0), (5.0, 0.0)])
