@@ -183,7 +183,8 @@ class LoadTestResult:
 
     @property
     def exhausted(self) -> bool:
-        """Closed loop only: the pre-built reports ran out before the duration."""
+        """Closed loop only: it stopped before --duration because its RPCs ran out (all the
+        pre-built reports were sent, or --max-requests of them)."""
         return not self.config.open_loop and self.sent >= self.planned
 
 
@@ -282,10 +283,10 @@ class LoadTest:
             n_rpcs = min(n_rpcs, config.max_requests)
         if n_rpcs * rpc_bytes > MAX_PREBUILT_BYTES:
             raise ParameterError(
-                "--rate x --duration x --batch-size",
-                f"{n_rpcs} RPCs of {per_rpc} reports",
-                f"at most {MAX_PREBUILT_BYTES // 2**20} MiB of pre-built reports "
-                f"(this needs {n_rpcs * rpc_bytes / 2**20:.0f} MiB)",
+                "--rate x --duration",
+                f"{n_rpcs} RPCs of {per_rpc} reports ({n_rpcs * rpc_bytes / 2**20:.0f} MiB)",
+                f"[0, {MAX_PREBUILT_BYTES // 2**20}] MiB of pre-built reports",
+                "lower --rate, --duration or --batch-size",
             )
         seed = config.seed if config.seed is not None else int.from_bytes(os.urandom(8))
         rng = np.random.default_rng(seed)

@@ -33,7 +33,8 @@ NO_TOKEN = "skipped: no admin token (--admin-token or LDPCOLLECT_ADMIN_TOKEN)"
 
 @contextmanager
 def _progress(duration: float, enabled: bool) -> Iterator[Callable[[Tick], None] | None]:
-    """A bar over the test's duration on stderr, fed by the engine's ticks."""
+    """A bar over the test's duration on stderr, fed by the engine's ticks; it appears with
+    the first tick (once the clock starts), so an error before that stays one line."""
     if not enabled:
         yield None
         return
@@ -43,14 +44,20 @@ def _progress(duration: float, enabled: bool) -> Iterator[Callable[[Tick], None]
         TextColumn("{task.fields[counts]}"),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("", total=duration, counts="")
+    bar = Progress(*columns, console=Console(stderr=True), transient=True)
+    task = bar.add_task("", total=duration, counts="")
 
-        def tick(t: Tick) -> None:
-            counts = f"sent {t.sent}  answered {t.answered}"
-            bar.update(task, completed=min(t.elapsed, duration), counts=counts)
+    def tick(t: Tick) -> None:
+        if not bar.live.is_started:
+            bar.start()
+        counts = f"sent {t.sent}  answered {t.answered}"
+        bar.update(task, completed=min(t.elapsed, duration), counts=counts)
 
+    try:
         yield tick
+    finally:
+        if bar.live.is_started:
+            bar.stop()
 
 
 def loadtest(

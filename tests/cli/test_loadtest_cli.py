@@ -165,6 +165,17 @@ def test_an_unknown_query_is_one_line_not_found(server: str) -> None:
     assert done.stderr.count("\n") == 1 and "NOT_FOUND: no query 'nope'" in done.stderr
 
 
+def test_a_run_too_large_to_pre_build_is_refused_before_sending(server: str, query: str) -> None:
+    done = cli(
+        "loadtest", "--server", server, "--query", query, "--rate", "1e7", "--duration", "60"
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "--rate x --duration must be in [0, 256] MiB of pre-built reports" in done.stderr
+    with connect_admin(server, TOKEN) as admin:
+        assert list(admin.get_query(query).reports_per_round) == [0]
+
+
 def test_round_one_of_a_sampling_privacy_query(server: str) -> None:
     with connect_admin(server, TOKEN) as admin:
         sp = mechanism_from_params("sp", {"sampling_rate": "1/2"})
