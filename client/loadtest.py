@@ -161,6 +161,8 @@ class LoadTestResult:
     pushback: Counter[str] = field(default_factory=Counter)
     late: int = 0
     waited_for_slot: int = 0
+    # Open loop: due before the end but never sent, the in-flight bound holding them back.
+    unsent: int = 0
     max_send_delay: float = 0.0
     accepted_by_address: Counter[str] = field(default_factory=Counter)
     unknown_by_address: Counter[str] = field(default_factory=Counter)
@@ -364,7 +366,7 @@ class _Run:
         self.t0 = self.clock()
         end = self.t0 + self.config.duration
         if self.config.open_loop:
-            await self._open_loop()
+            await self._open_loop(end)
         else:
             await asyncio.gather(
                 *(self._closed_loop_worker(end) for _ in range(self.config.max_in_flight))
@@ -372,17 +374,25 @@ class _Run:
         await self._drain()
         self.result.elapsed = self.last_answer - self.t0 if self.result.answered else 0.0
 
-    async def _open_loop(self) -> None:
+    async def _open_loop(self, end: float) -> None:
+        """Send request i at its intended time, or as soon after as an in-flight slot frees;
+        requests still waiting for a slot at `end` are not sent but counted as unsent."""
         schedule = OpenLoopSchedule(self.config.rate, self.config.duration)
         for i in range(len(self.units)):
             intended = schedule.intended(self.t0, i)
             wait = intended - self.clock()
-            # Yield even when behind schedule, so that the requests already started get sent.
-            await asyncio.sleep(max(0.0, wait))
+            if wait > 0:
+                await asyncio.sleep(wait)
             waited = self.slots.locked()
-            await self.slots.acquire()
             if waited:
+                try:
+                    await asyncio.wait_for(self.slots.acquire(), end - self.clock())
+                except TimeoutError:
+                    self.result.unsent = len(self.units) - i
+                    return
                 self.result.waited_for_slot += 1
+            else:
+                await self.slots.acquire()
             task = asyncio.create_task(self._send(i, intended, waited))
             self.in_flight.add(task)
             task.add_done_callback(self._finished)

@@ -42,7 +42,12 @@ def result_json(
         "connections": config.connections,
         "reports_per_rpc": config.reports_per_rpc,
         "max_in_flight": config.max_in_flight,
-        "requests": {"planned": result.planned, "sent": result.sent, "answered": result.answered},
+        "requests": {
+            "planned": result.planned,
+            "sent": result.sent,
+            "answered": result.answered,
+            "unsent": result.unsent,
+        },
         "elapsed_s": round(result.elapsed, 4),
         "achieved_rate": round(result.achieved_rate, 2),
         "reports_per_second": round(result.reports_per_second, 1),
@@ -108,6 +113,12 @@ def print_result(
         f"{result.late} (waited for an in-flight slot {result.waited_for_slot}; max send delay "
         f"{result.max_send_delay * 1000:.1f} ms)",
     )
+    if result.unsent:
+        table.add_row(
+            "not sent",
+            f"{result.unsent} due before the end but still waiting for one of the "
+            f"{config.max_in_flight} in-flight slots then",
+        )
     if result.exhausted:
         why = (
             "--max-requests"

@@ -102,6 +102,19 @@ async def test_a_stall_is_charged_to_every_request_due_during_it(
     assert list(result.intended_at[:3]) == pytest.approx([0.0, 0.05, 0.1])
 
 
+async def test_nothing_is_sent_after_the_end_what_was_held_back_is_counted_unsent() -> None:
+    servicer = ScriptedCollector(stall=1.5)
+    server, address = await _serve(servicer)
+    try:
+        config = LoadTestConfig((address,), "q", "unary", rate=10, duration=1.0, max_in_flight=1)
+        result = await LoadTest(config).run()
+    finally:
+        await server.stop(None)
+    # request 0 held the only slot for 1.5 s; requests 1-9 were due within the second
+    assert (servicer.calls, result.sent, result.answered, result.unsent) == (1, 1, 1, 9)
+    assert result.statuses == {"OK": 1} and result.accepted == 1
+
+
 async def test_pushback_is_counted_and_nothing_is_resent() -> None:
     servicer = ScriptedCollector(pushback_every=3)
     server, address = await _serve(servicer)
