@@ -91,7 +91,12 @@ def loadtest(
         int | None, typer.Option("--max-requests", help="Stop after this many RPCs.")
     ] = None,
     seed: Annotated[
-        int | None, typer.Option("--seed", help="Seed of the reports' random ids and bits.")
+        int | None,
+        typer.Option(
+            "--seed",
+            help="Seed of the reports' random ids and bits (the same seed again sends the "
+            "same reports: duplicates, counted once). Random by default.",
+        ),
     ] = None,
     plot: Annotated[
         Path | None, typer.Option("--plot", help="PNG: latency over time and its distribution.")
