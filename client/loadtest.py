@@ -229,7 +229,7 @@ class LoadTest:
             result = LoadTestResult(config, shape, planned=len(units))
             result.intended_at = np.full(len(units), np.nan)
             result.latencies = np.full(len(units), np.nan)
-            run = _Run(self, result, units, channels)
+            run = _Run(config, self._clock, result, units, channels)
             ticker = asyncio.create_task(run.tick(on_tick)) if on_tick else None
             try:
                 await run.go()
@@ -316,13 +316,14 @@ class _Run:
 
     def __init__(
         self,
-        test: LoadTest,
+        config: LoadTestConfig,
+        clock: Callable[[], float],
         result: LoadTestResult,
         units: list[Unit],
         channels: list[tuple[str, grpc.aio.Channel]],
     ) -> None:
-        self.config = test.config
-        self.clock = test._clock
+        self.config = config
+        self.clock = clock
         self.result = result
         self.units = units
         self.calls = [(address, self._callable(channel)) for address, channel in channels]
