@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from ldpcollect_cli import privacy, service, simulate, vdaf_command
+from ldpcollect_cli import loadtest_command, privacy, service, simulate, vdaf_command
 
 app = typer.Typer(
     name="ldpcollect",
@@ -18,7 +18,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (simulate, privacy, service, vdaf_command):
+for module in (simulate, privacy, service, loadtest_command, vdaf_command):
     module.register(app)
 
 

@@ -1,0 +1,79 @@
+"""After a load test: did the aggregator count exactly the reports it acknowledged?
+
+Each address's count for the query is read (Admin GetQuery, needs the operator's token) before
+the clock starts and after the drain. Two deployments are recognised: every address its own
+store (each count grew by what that address accepted) and several replicas on one shared store
+(each count grew by everything accepted). An RPC that failed with an unknown outcome (deadline,
+cancelled, connection lost) may or may not have been counted, so it widens the allowed range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from client.admin import connect_admin
+
+ADMIN_TIMEOUT = 10.0
+
+
+def read_counts(
+    addresses: Sequence[str], query_id: str, round_: int, token: str, tls_ca: Path | None
+) -> dict[str, int]:
+    """Reports accepted so far for `query_id` in `round_`, per address."""
+    counts = {}
+    for address in addresses:
+        with connect_admin(address, token, tls_ca=tls_ca, timeout=ADMIN_TIMEOUT) as admin:
+            query = admin.get_query(query_id)
+        per_round = list(query.reports_per_round)
+        counts[address] = int(per_round[round_ - 1]) if len(per_round) >= round_ else 0
+    return counts
+
+
+@dataclass(frozen=True)
+class CountCheck:
+    ok: bool
+    message: str
+    grew: dict[str, int]
+
+
+def check_counts(
+    before: Mapping[str, int],
+    after: Mapping[str, int],
+    accepted: Mapping[str, int],
+    unknown: Mapping[str, int],
+) -> CountCheck:
+    """Compare each address's count growth with the reports it accepted (see module doc)."""
+    grew = {a: after[a] - before[a] for a in before}
+    total, total_unknown = sum(accepted.values()), sum(unknown.values())
+
+    def within(a: str, low: int, slack: int) -> bool:
+        return low <= grew[a] <= low + slack
+
+    if all(within(a, accepted.get(a, 0), unknown.get(a, 0)) for a in grew):
+        counted = sum(grew.values())
+        where = "" if len(grew) == 1 else f" across {len(grew)} addresses"
+        if counted == total:
+            return CountCheck(
+                True, f"OK: counted exactly the {total} accepted reports{where}", grew
+            )
+        return CountCheck(
+            True,
+            f"OK: counted the {total} accepted reports{where} and {counted - total} of the "
+            f"{total_unknown} whose RPC ended with an unknown outcome",
+            grew,
+        )
+    if len(grew) > 1 and all(within(a, total, total_unknown) for a in grew):
+        return CountCheck(
+            True,
+            f"OK: the {len(grew)} addresses share one store, which counted all {total} "
+            "accepted reports",
+            grew,
+        )
+    detail = "; ".join(
+        f"{a} counted {grew[a]} more, accepted {accepted.get(a, 0)}"
+        + (f" (+{unknown[a]} unknown)" if unknown.get(a) else "")
+        for a in grew
+    )
+    return CountCheck(False, f"DISCREPANCY: {detail}", grew)
