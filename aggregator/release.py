@@ -78,7 +78,7 @@ class StoredLedger:
 
     @property
     def reporting_delta(self) -> float:
-        return self.ledger.delta if self.ledger.mode == "zcdp" else DEFAULT_REPORTING_DELTA
+        return self.ledger.delta if self.ledger.mode in ("zcdp", "renyi") else DEFAULT_REPORTING_DELTA
 
     @classmethod
     def from_body(cls, body: str | None) -> StoredLedger:
@@ -277,25 +277,34 @@ def _validated_budget(epsilon: float, delta: float) -> PrivacyLedger:
         raise Invalid(str(exc)) from exc
 
 
-def _budget_amount(ledger: PrivacyLedger) -> float:
-    return ledger.epsilon if ledger.mode == "pure" else ledger.budget_rho
+LEDGER_FILTERS = ("zcdp", "renyi")
 
 
 def set_budget_function(
-    epsilon: float, delta: float, clock: Callable[[], float] = time.time
+    epsilon: float, delta: float, clock: Callable[[], float] = time.time, filter: str = ""
 ) -> LedgerFn:
     """A LedgerFn setting the budget. Validates first (`Invalid`); refuses a budget below
     what is already spent (`FailedPrecondition`). Raising a budget (or removing it, epsilon 0)
     after releases is allowed and recorded: it is sound only if not decided from released
     results, which the ledger's notes say."""
     _validated_budget(epsilon, delta)
+    if filter not in ("", *LEDGER_FILTERS):
+        raise Invalid(f"filter must be one of {', '.join(LEDGER_FILTERS)} (or empty to keep it)")
 
     def update(body: str | None) -> str:
         stored = StoredLedger.from_body(body)
         old = stored.ledger
-        new = PrivacyLedger(float(epsilon), float(delta), old.odometer_delta, list(old.releases))
+        chosen = filter or old.filter
+        if chosen != old.filter and old.releases:
+            raise FailedPrecondition(
+                f"the ledger's filter is {old.filter!r} and {len(old.releases)} release(s) were "
+                "charged under it; the filter can only be chosen before the first release"
+            )
+        new = PrivacyLedger(
+            float(epsilon), float(delta), old.odometer_delta, list(old.releases), filter=chosen
+        )
         if new.mode != "none":
-            spent, amount = new.spent(), _budget_amount(new)
+            spent, amount = new.spent(), new.budget_amount()
             if not spent <= amount:
                 unit = new.currency
                 raise FailedPrecondition(
@@ -311,6 +320,7 @@ def set_budget_function(
             {
                 "epsilon": float(epsilon),
                 "delta": float(delta),
+                "filter": chosen,
                 "changed_at": iso_time(clock()),
                 "releases_before": len(new.releases),
             }

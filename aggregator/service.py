@@ -417,7 +417,9 @@ class AdminService(pb_grpc.AdminServicer):
 
     @_admin
     async def SetBudget(self, request: pb.SetBudgetRequest, context: Context) -> pb.Ledger:
-        update = set_budget_function(request.epsilon, request.delta, self._clock)
+        update = set_budget_function(
+            request.epsilon, request.delta, self._clock, filter=request.filter
+        )
         return ledger_to_proto(await self._store.update_ledger(update))
 
     def _spec(self, request: pb.CreateQueryRequest) -> QuerySpec:

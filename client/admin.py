@@ -88,9 +88,9 @@ class AdminClient:
             pb.GetLedgerRequest(), metadata=self._metadata, timeout=self._timeout
         )
 
-    def set_budget(self, epsilon: float, delta: float) -> pb.Ledger:
+    def set_budget(self, epsilon: float, delta: float, filter: str = "") -> pb.Ledger:
         return self._stub.SetBudget(
-            pb.SetBudgetRequest(epsilon=epsilon, delta=delta),
+            pb.SetBudgetRequest(epsilon=epsilon, delta=delta, filter=filter),
             metadata=self._metadata,
             timeout=self._timeout,
         )

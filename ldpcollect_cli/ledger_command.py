@@ -60,6 +60,15 @@ def set_budget(
             help="Its delta: > 0 filters zCDP rho (Feldman-Zrnic), 0 sums pure epsilons.",
         ),
     ],
+    filter: Annotated[
+        str,
+        typer.Option(
+            "--filter",
+            help="zcdp (each release charged its zCDP rho) or renyi (its Renyi curve at several "
+            "orders: count-level RR releases fit); empty keeps the ledger's. Only before the "
+            "first release.",
+        ),
+    ] = "",
     server: Server = DEFAULT_SERVER,
     admin_token: Token = "",
     tls_ca: TlsCa = None,
@@ -68,7 +77,7 @@ def set_budget(
     """Set the operator's privacy budget (releases past it are refused; never below spent)."""
     guarded(
         lambda: _show(
-            with_admin(server, admin_token, lambda a: a.set_budget(epsilon, delta), tls_ca),
+            with_admin(server, admin_token, lambda a: a.set_budget(epsilon, delta, filter), tls_ca),
             json_out,
         )
     )

@@ -168,7 +168,7 @@ class PrivacyLedger:
     def budget_rho(self) -> float:
         return rho_for_target(self.epsilon, self.delta) if self.mode == "zcdp" else math.inf
 
-    def _budget_amount(self) -> float:
+    def budget_amount(self) -> float:
         if self.mode == "renyi":
             return 1.0
         return self.epsilon if self.mode == "pure" else self.budget_rho
@@ -197,7 +197,7 @@ class PrivacyLedger:
         return math.inf if None in rhos else math.fsum(x for x in rhos if x is not None)
 
     def remaining(self) -> float:
-        return max(0.0, self._budget_amount() - self.spent())
+        return max(0.0, self.budget_amount() - self.spent())
 
     # -- filter -------------------------------------------------------------------------------
     def check(self, claims: list[PrivacyClaim] | tuple[PrivacyClaim, ...]) -> None:
@@ -209,7 +209,7 @@ class PrivacyLedger:
             return
         requested = self.cost(claims)
         spent = self.spent()
-        budget = self._budget_amount()
+        budget = self.budget_amount()
         if math.isfinite(requested) and math.fsum([spent, requested]) <= budget:
             return
         remaining = max(0.0, budget - spent)

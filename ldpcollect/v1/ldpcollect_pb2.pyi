@@ -792,7 +792,8 @@ class Ledger(_message.Message):
     """Odometer: realized loss so far, valid at any time."""
     odometer_delta: _builtins.float
     budget_mode: _builtins.str
-    """"none" (epsilon 0: nothing refused), "zcdp" (delta > 0: Feldman-Zrnic zCDP filter) or
+    """"none" (epsilon 0: nothing refused), "zcdp" (delta > 0: Feldman-Zrnic zCDP filter),
+    "renyi" (delta > 0, chosen by SetBudget.filter: Renyi filter over several orders) or
     "pure" (delta 0: basic composition of pure epsilons).
     """
     currency: _builtins.str
@@ -1051,17 +1052,23 @@ class SetBudgetRequest(_message.Message):
 
     EPSILON_FIELD_NUMBER: _builtins.int
     DELTA_FIELD_NUMBER: _builtins.int
+    FILTER_FIELD_NUMBER: _builtins.int
     epsilon: _builtins.float
     delta: _builtins.float
+    filter: _builtins.str
+    """"" keeps the ledger's filter; "zcdp" (charges each release its zCDP rho) or "renyi"
+    (its Renyi curve at several orders: count-level RR releases fit). Only before any release.
+    """
     def __init__(
         self,
         *,
         epsilon: _builtins.float = ...,
         delta: _builtins.float = ...,
+        filter: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta", b"delta", "epsilon", b"epsilon"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta", b"delta", "epsilon", b"epsilon", "filter", b"filter"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
