@@ -78,7 +78,9 @@ class StoredLedger:
 
     @property
     def reporting_delta(self) -> float:
-        return self.ledger.delta if self.ledger.mode in ("zcdp", "renyi") else DEFAULT_REPORTING_DELTA
+        return (
+            self.ledger.delta if self.ledger.mode in ("zcdp", "renyi") else DEFAULT_REPORTING_DELTA
+        )
 
     @classmethod
     def from_body(cls, body: str | None) -> StoredLedger:
