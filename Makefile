@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest bench-overload bench-tokens bench-vdaf clean
+.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest bench-overload bench-tokens bench-vdaf bench-secure clean
 
 $(BIN)/.installed: pyproject.toml
 	@echo "==> creating $(VENV) and installing ldpcollect with its dev tools (about 2 minutes the first time)"
@@ -49,6 +49,9 @@ bench-tokens: install
 
 bench-vdaf: install
 	$(BIN)/python bench/vdaf.py
+
+bench-secure: install
+	$(BIN)/python bench/secure.py
 
 bench-overload: install
 	$(BIN)/python -m bench.overload
