@@ -38,7 +38,14 @@ from ldpcollect.secure.sealing import (
     seal_input_share,
 )
 from ldpcollect.vdaf.errors import VdafError
-from ldpcollect.vdaf.prio3 import NONCE_SIZE, Prio3, VerifierMessage, VerifierShare, VerifyState
+from ldpcollect.vdaf.prio3 import (
+    NONCE_SIZE,
+    VERIFY_KEY_SIZE,
+    Prio3,
+    VerifierMessage,
+    VerifierShare,
+    VerifyState,
+)
 from ldpcollect.vdaf.variants import prio3_sum_vec
 
 REPORT_ID_SIZE = NONCE_SIZE
@@ -182,7 +189,9 @@ Outcome = Prepared | ReportRejected
 def open_and_verify_init(
     vdaf: BitsVdaf, key_pair: HpkeKeyPair, role: int, verify_key: bytes, report: SecureReport
 ) -> Prepared:
-    """Open this role's input share and query it; raises `ReportRejected`."""
+    """Open this role's input share and query it; raises `ReportRejected` for a bad report,
+    ValueError for a bad role or verify key (the caller's mistake, not the report's)."""
+    _check_role_and_key(role, verify_key)
     ciphertext = report.leader_ciphertext if role == ROLE_LEADER else report.helper_ciphertext
     if ciphertext and config_id_of(ciphertext) != key_pair.config.config_id:
         raise ReportRejected(
@@ -209,6 +218,13 @@ def open_and_verify_init(
     return Prepared(ctx, state, verifier_share)
 
 
+def _check_role_and_key(role: int, verify_key: bytes) -> None:
+    if role not in AGG_IDS:
+        raise ValueError(f"role must be {ROLE_LEADER:#04x} (leader) or {ROLE_HELPER:#04x} (helper)")
+    if len(verify_key) != VERIFY_KEY_SIZE:
+        raise ValueError(f"a verify key is {VERIFY_KEY_SIZE} bytes, got {len(verify_key)}")
+
+
 def init_batch(
     vdaf: BitsVdaf,
     key_pair: HpkeKeyPair,
@@ -217,6 +233,7 @@ def init_batch(
     reports: Iterable[SecureReport],
 ) -> list[Outcome]:
     """`open_and_verify_init` over a batch at one aggregator; refusals in place."""
+    _check_role_and_key(role, verify_key)
     outcomes: list[Outcome] = []
     for report in reports:
         try:

@@ -11,7 +11,14 @@ from math import isqrt
 
 import pytest
 
-from ldpcollect.secure.sealing import ROLE_HELPER, ROLE_LEADER, HpkeKeyPair, generate_key_pair
+from ldpcollect.secure.sealing import (
+    ROLE_HELPER,
+    ROLE_LEADER,
+    HpkeKeyPair,
+    generate_key_pair,
+    open_aggregate_share,
+    seal_aggregate_share,
+)
 from ldpcollect.secure.upload import (
     BitsVdaf,
     Refusal,
@@ -204,3 +211,33 @@ def test_a_report_with_a_bad_report_id_is_refused_before_sharding(
     vdaf = answer_vdaf(T)
     with pytest.raises(SecureFormatError, match="report id is 16 bytes, got 15"):
         shard_report(vdaf, keys[0].config, keys[1].config, QUERY, 1, bytes(15), [0] * T, bytes(64))
+
+
+def test_a_bad_role_or_verify_key_is_the_callers_error_not_a_refusal(
+    keys: tuple[HpkeKeyPair, HpkeKeyPair],
+) -> None:
+    report = make_report(keys, random.Random(6), [1] * T)
+    vdaf = answer_vdaf(T)
+    with pytest.raises(ValueError, match="role must be 0x02 \\(leader\\) or 0x03 \\(helper\\)"):
+        open_and_verify_init(vdaf, keys[0], 0x01, VERIFY_KEY, report)
+    with pytest.raises(ValueError, match="verify key is 32 bytes, got 16"):
+        verify_batch(vdaf, *keys, bytes(16), [report])
+
+
+def test_aggregate_shares_sealed_to_the_collector_unshard_to_the_counts(
+    keys: tuple[HpkeKeyPair, HpkeKeyPair],
+) -> None:
+    rng = random.Random(8)
+    answers = [[rng.randrange(2) for _ in range(T)] for _ in range(30)]
+    vdaf = answer_vdaf(T)
+    result = verify_batch(vdaf, *keys, VERIFY_KEY, [make_report(keys, rng, a) for a in answers])
+    collector = generate_key_pair(0)
+    shares = []
+    for role, outs in ((ROLE_LEADER, result.leader_out), (ROLE_HELPER, result.helper_out)):
+        encoded = vdaf.encode_agg_share(aggregate(vdaf, outs))
+        sealed = seal_aggregate_share(collector.config, role, QUERY, 1, encoded)
+        opened = open_aggregate_share(collector, role, QUERY, 1, sealed)
+        shares.append(vdaf.decode_agg_share(opened))
+    assert unshard(vdaf, *shares) == [sum(column) for column in zip(*answers, strict=True)]
+    # one aggregate share alone is not the counts (it is uniformly random)
+    assert shares[0] != [sum(column) for column in zip(*answers, strict=True)]
