@@ -168,3 +168,27 @@ def test_a_pair_report_is_refused_where_a_single_round_is_expected() -> None:
     report = sealed(pair_vdaf(T), rng, honest_pair(rng))
     result = verify_batch(answer_vdaf(T), *KEYS, VERIFY_KEY, [report])
     assert result.refusals() == [Refusal.WRONG_LENGTH]
+
+
+def is_honest(measurement: Sequence[int]) -> bool:
+    r1, r2, w = measurement[:T], measurement[T : 2 * T], measurement[2 * T]
+    diff = [b - a for a, b in zip(r1, r2, strict=True)]
+    return all(x in (0, 1) for x in [*r1, *r2, *diff, w]) and sum(diff) == w
+
+
+def test_random_pairs_are_accepted_exactly_when_an_honest_device_could_send_them() -> None:
+    rng = random.Random(23)
+    lying = lying_vdaf()
+    measurements = []
+    for _ in range(60):
+        # mostly near-honest pairs: a few entries disturbed, so both outcomes occur
+        honest = honest_pair(rng)
+        weight = sum(honest[T:]) - sum(honest[:T])
+        m = [*honest, weight]
+        for _ in range(rng.randrange(3)):
+            m[rng.randrange(2 * T + 1)] = rng.choice([-1, 0, 1, 2])
+        measurements.append(m)
+    expected = [None if is_honest(m) else Refusal.BAD_PROOF for m in measurements]
+    assert None in expected and Refusal.BAD_PROOF in expected
+    _, _, refusals = run([sealed(lying, rng, m) for m in measurements])
+    assert refusals == expected

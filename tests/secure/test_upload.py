@@ -18,6 +18,7 @@ from ldpcollect.secure.sealing import (
     generate_key_pair,
     open_aggregate_share,
     seal_aggregate_share,
+    seal_input_share,
 )
 from ldpcollect.secure.upload import (
     BitsVdaf,
@@ -30,6 +31,7 @@ from ldpcollect.secure.upload import (
     open_and_verify_init,
     shard_report,
     unshard,
+    vdaf_context,
     verify_batch,
 )
 from ldpcollect.vdaf.circuits import SumVec
@@ -241,3 +243,26 @@ def test_aggregate_shares_sealed_to_the_collector_unshard_to_the_counts(
     assert unshard(vdaf, *shares) == [sum(column) for column in zip(*answers, strict=True)]
     # one aggregate share alone is not the counts (it is uniformly random)
     assert shares[0] != [sum(column) for column in zip(*answers, strict=True)]
+
+
+def test_a_client_that_lies_about_its_joint_randomness_fails_its_proof(
+    keys: tuple[HpkeKeyPair, HpkeKeyPair],
+) -> None:
+    """Sealed consistently with a public share other than the one it proved with: the
+    ciphertexts open, the joint randomness check does not pass."""
+    rng = random.Random(9)
+    vdaf = answer_vdaf(T)
+    report_id = rng.randbytes(16)
+    public, (leader_share, helper_share) = vdaf.shard(
+        vdaf_context(QUERY), [1] * T, report_id, rng.randbytes(vdaf.rand_size)
+    )
+    lie = flip_byte(vdaf.encode_public_share(public), 0)
+    meta = (QUERY, 1, report_id, lie)
+    report = SecureReport(
+        *meta,
+        seal_input_share(keys[0].config, ROLE_LEADER, *meta, vdaf.encode_input_share(leader_share)),
+        seal_input_share(keys[1].config, ROLE_HELPER, *meta, vdaf.encode_input_share(helper_share)),
+    )
+    counts, refusals = counts_of(keys, [report])
+    assert refusals == [Refusal.BAD_PROOF]
+    assert counts == [0] * T
