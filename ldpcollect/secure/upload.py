@@ -65,7 +65,7 @@ class Refusal(enum.Enum):
 
     WRONG_CONFIG_ID = "wrong HPKE config id"
     BAD_CIPHERTEXT = "ciphertext does not open (tampered, or other metadata)"
-    WRONG_LENGTH = "share or public share of the wrong length"
+    WRONG_LENGTH = "share or public share malformed (wrong length, or an element out of range)"
     BAD_PROOF = "validity proof failed"
 
 
