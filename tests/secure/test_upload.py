@@ -266,3 +266,19 @@ def test_a_client_that_lies_about_its_joint_randomness_fails_its_proof(
     counts, refusals = counts_of(keys, [report])
     assert refusals == [Refusal.BAD_PROOF]
     assert counts == [0] * T
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("query_id", "", "query id is 1 to 255 bytes"),
+        ("round", 2**32, "round must be an integer in \\[0, 2\\*\\*32\\)"),
+        ("report_id", bytes(17), "report id is 16 bytes, got 17"),
+    ],
+)
+def test_a_report_with_bad_metadata_cannot_be_built(
+    keys: tuple[HpkeKeyPair, HpkeKeyPair], field: str, value: object, message: str
+) -> None:
+    report = make_report(keys, random.Random(4), [0] * T)
+    with pytest.raises(SecureFormatError, match=message):
+        replace(report, **{field: value})
