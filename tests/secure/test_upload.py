@@ -8,6 +8,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import replace
 from math import isqrt
+from typing import Any
 
 import pytest
 
@@ -277,7 +278,7 @@ def test_a_client_that_lies_about_its_joint_randomness_fails_its_proof(
     ],
 )
 def test_a_report_with_bad_metadata_cannot_be_built(
-    keys: tuple[HpkeKeyPair, HpkeKeyPair], field: str, value: object, message: str
+    keys: tuple[HpkeKeyPair, HpkeKeyPair], field: str, value: Any, message: str
 ) -> None:
     report = make_report(keys, random.Random(4), [0] * T)
     with pytest.raises(SecureFormatError, match=message):
