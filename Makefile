@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest bench-overload bench-tokens bench-vdaf bench-accounting pilot bench-startup clean
+.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest bench-overload bench-tokens bench-vdaf bench-accounting pilot bench-startup bench-secure clean
 
 # The first install takes about 2 minutes: it says so, and lists each package as pip fetches
 # it (the full log goes to $(VENV)/install.log).
@@ -51,7 +51,7 @@ pilot: install
 proto: install
 	$(BIN)/python scripts/gen_proto.py
 
-bench: bench-mechanisms bench-ingest bench-vdaf bench-tokens bench-overload bench-accounting bench-startup
+bench: bench-mechanisms bench-ingest bench-vdaf bench-tokens bench-overload bench-accounting bench-startup bench-secure
 
 bench-mechanisms: install
 	$(BIN)/python bench/mechanisms.py
@@ -70,6 +70,9 @@ bench-tokens: install
 
 bench-vdaf: install
 	$(BIN)/python bench/vdaf.py
+
+bench-secure: install
+	$(BIN)/python bench/secure.py
 
 bench-overload: install
 	$(BIN)/python -m bench.overload

@@ -123,7 +123,7 @@ class SumVec(Valid[Sequence[int], list[int]]):
         num_shares: int,
         gadgets: Sequence[GadgetCall],
     ) -> list[int]:
-        return [_range_check(self.field, meas, joint_rand, num_shares, self.chunk_length, gadgets)]
+        return [bits_check(self.field, meas, joint_rand, num_shares, self.chunk_length, gadgets)]
 
     def truncate(self, meas: Sequence[int]) -> list[int]:
         b = self.bits
@@ -166,7 +166,7 @@ class Histogram(Valid[int, list[int]]):
         gadgets: Sequence[GadgetCall],
     ) -> list[int]:
         f = self.field
-        range_check = _range_check(f, meas, joint_rand, num_shares, self.chunk_length, gadgets)
+        range_check = bits_check(f, meas, joint_rand, num_shares, self.chunk_length, gadgets)
         sum_check = (sum(meas) - f.inv(num_shares)) % f.modulus
         return [range_check, sum_check]
 
@@ -217,7 +217,7 @@ class MultihotCountVec(Valid[Sequence[bool], list[int]]):
         gadgets: Sequence[GadgetCall],
     ) -> list[int]:
         f = self.field
-        range_check = _range_check(f, meas, joint_rand, num_shares, self.chunk_length, gadgets)
+        range_check = bits_check(f, meas, joint_rand, num_shares, self.chunk_length, gadgets)
         weight = sum(meas[: self.length])
         reported = decode_range_checked_int(f, meas[self.length :], self.max_weight)
         return [range_check, (weight - reported) % f.modulus]
@@ -253,7 +253,7 @@ def decode_range_checked_int(field: Field, encoded: Sequence[int], max_measureme
     return (total + last_weight * encoded[bits - 1]) % field.modulus
 
 
-def _range_check(
+def bits_check(
     field: Field,
     meas: Sequence[int],
     joint_rand: Sequence[int],

@@ -1,0 +1,349 @@
+"""One secure-mode report and the pure steps both aggregators run on it.
+
+A device shards its answer bits for one round with Prio3 for two aggregators and seals the
+leader's and the helper's input shares to their HPKE configs, with (query, round, report id,
+public share) bound in. Each aggregator opens its share and runs `verify_init`
+(`open_and_verify_init`); the two verifier shares are combined into a verifier message
+(`combine_batch`), and each aggregator keeps its output share only if the proof holds
+(`finish_batch`). Output shares add up to aggregate shares; the two aggregate shares unshard
+to the counts.
+
+The VDAF for a round is Prio3SumVec with max_measurement 1 (bits = 1): its circuit checks
+x * (x - 1) = 0 for every entry, i.e. every entry is 0 or 1, which is exactly an answer
+vector. Prio3MultihotCountVec with max_weight = T proves the same about the entries but also
+carries the weight's bits (ceil(log2(T+1)) more elements) and checks a weight bound that
+allows everything: longer shares for no extra guarantee.
+
+Replay: two reports with the same report id both verify (each is a valid report). Refusing the
+second is the caller's job (the store's unique key on (query, round, report id)), as it is
+for clear-text reports.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from math import isqrt
+
+from ldpcollect.secure.sealing import (
+    ROLE_HELPER,
+    ROLE_LEADER,
+    HpkeConfig,
+    HpkeKeyPair,
+    SealingError,
+    config_id_of,
+    open_input_share,
+    seal_input_share,
+)
+from ldpcollect.vdaf.errors import VdafError
+from ldpcollect.vdaf.prio3 import (
+    NONCE_SIZE,
+    VERIFY_KEY_SIZE,
+    Prio3,
+    VerifierMessage,
+    VerifierShare,
+    VerifyState,
+)
+from ldpcollect.vdaf.variants import prio3_sum_vec
+
+REPORT_ID_SIZE = NONCE_SIZE
+"""The report id is the VDAF nonce, as in DAP: 16 bytes, fresh per report."""
+CONTEXT_LABEL = b"ldpcollect-secure-v1 "
+AGG_IDS = {ROLE_LEADER: 0, ROLE_HELPER: 1}
+
+BitsVdaf = Prio3[Sequence[int], list[int]]
+
+
+class SecureFormatError(ValueError):
+    """A secure report's bytes that do not decode (the message says which field and why)."""
+
+
+class Refusal(enum.Enum):
+    """Why an aggregator refused one report; the roles map these to statuses and metrics."""
+
+    WRONG_CONFIG_ID = "wrong HPKE config id"
+    BAD_CIPHERTEXT = "ciphertext does not open (tampered, or other metadata)"
+    WRONG_LENGTH = "share or public share malformed (wrong length, or an element out of range)"
+    BAD_PROOF = "validity proof failed"
+
+
+class ReportRejected(Exception):
+    """One report refused, with its reason and a detail naming sizes, never metadata."""
+
+    def __init__(self, reason: Refusal, detail: str) -> None:
+        super().__init__(f"{reason.value}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def answer_vdaf(targets: int) -> BitsVdaf:
+    """The VDAF for one round over `targets` answer bits (chunk length about sqrt(T), the
+    draft's advice for the smallest proof)."""
+    return prio3_sum_vec(2, targets, 1, max(1, isqrt(targets)))
+
+
+def vdaf_context(query_id: str) -> bytes:
+    """The VDAF application context: proofs made for one query do not verify in another."""
+    return CONTEXT_LABEL + query_id.encode()
+
+
+@dataclass(frozen=True)
+class SecureReport:
+    """What a device uploads, once, to the leader for one round. The leader forwards
+    `helper_ciphertext`, still sealed, with the metadata."""
+
+    query_id: str
+    round: int
+    report_id: bytes
+    public_share: bytes
+    leader_ciphertext: bytes
+    helper_ciphertext: bytes
+
+    def __post_init__(self) -> None:
+        if not 1 <= len(self.query_id.encode()) < 256:
+            raise SecureFormatError("a query id is 1 to 255 bytes of UTF-8")
+        if isinstance(self.round, bool) or not 0 <= self.round < 2**32:
+            raise SecureFormatError(f"round must be an integer in [0, 2**32), got {self.round!r}")
+        if len(self.report_id) != REPORT_ID_SIZE:
+            raise SecureFormatError(
+                f"a report id is {REPORT_ID_SIZE} bytes, got {len(self.report_id)}"
+            )
+
+    def encode(self) -> bytes:
+        query = self.query_id.encode()
+        return b"".join(
+            [
+                struct.pack(">B", len(query)),
+                query,
+                struct.pack(">I", self.round),
+                self.report_id,
+                *(
+                    struct.pack(">I", len(field)) + field
+                    for field in (self.public_share, self.leader_ciphertext, self.helper_ciphertext)
+                ),
+            ]
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> SecureReport:
+        reader = _Reader(data)
+        query = reader.take("query id", reader.unpack("query id length", ">B"))
+        try:
+            query_id = query.decode()
+        except UnicodeDecodeError:
+            raise SecureFormatError("the query id is not UTF-8") from None
+        round_ = reader.unpack("round", ">I")
+        report_id = reader.take("report id", REPORT_ID_SIZE)
+        fields = [
+            reader.take(name, reader.unpack(f"{name} length", ">I"))
+            for name in ("public share", "leader ciphertext", "helper ciphertext")
+        ]
+        if reader.rest:
+            raise SecureFormatError(f"{reader.rest} bytes after the helper ciphertext")
+        return cls(query_id, round_, report_id, *fields)
+
+
+def shard_report(
+    vdaf: BitsVdaf,
+    leader: HpkeConfig,
+    helper: HpkeConfig,
+    query_id: str,
+    round: int,
+    report_id: bytes,
+    measurement: Sequence[int],
+    rand: bytes,
+) -> SecureReport:
+    """Shard `measurement` (for a round: the 0/1 answer per target) and seal each input share
+    to its aggregator. `rand` is `vdaf.rand_size` fresh random bytes."""
+    if len(report_id) != REPORT_ID_SIZE:
+        raise SecureFormatError(f"a report id is {REPORT_ID_SIZE} bytes, got {len(report_id)}")
+    public_share, (leader_share, helper_share) = vdaf.shard(
+        vdaf_context(query_id), measurement, report_id, rand
+    )
+    public = vdaf.encode_public_share(public_share)
+    meta = (query_id, round, report_id, public)
+    return SecureReport(
+        query_id,
+        round,
+        report_id,
+        public,
+        seal_input_share(leader, ROLE_LEADER, *meta, vdaf.encode_input_share(leader_share)),
+        seal_input_share(helper, ROLE_HELPER, *meta, vdaf.encode_input_share(helper_share)),
+    )
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One aggregator's state for a report it opened and queried."""
+
+    ctx: bytes
+    state: VerifyState
+    verifier_share: VerifierShare
+
+
+Outcome = Prepared | ReportRejected
+
+
+def open_and_verify_init(
+    vdaf: BitsVdaf, key_pair: HpkeKeyPair, role: int, verify_key: bytes, report: SecureReport
+) -> Prepared:
+    """Open this role's input share and query it; raises `ReportRejected` for a bad report,
+    ValueError for a bad role or verify key (the caller's mistake, not the report's)."""
+    _check_role_and_key(role, verify_key)
+    ciphertext = report.leader_ciphertext if role == ROLE_LEADER else report.helper_ciphertext
+    if ciphertext and config_id_of(ciphertext) != key_pair.config.config_id:
+        raise ReportRejected(
+            Refusal.WRONG_CONFIG_ID,
+            f"config id {ciphertext[0]}, this aggregator's is {key_pair.config.config_id}",
+        )
+    meta = (report.query_id, report.round, report.report_id, report.public_share)
+    try:
+        plaintext = open_input_share(key_pair, role, *meta, ciphertext)
+    except SealingError as error:
+        raise ReportRejected(Refusal.BAD_CIPHERTEXT, str(error)) from None
+    try:
+        public_share = vdaf.decode_public_share(report.public_share)
+        input_share = vdaf.decode_input_share(AGG_IDS[role], plaintext)
+    except VdafError as error:
+        raise ReportRejected(Refusal.WRONG_LENGTH, str(error)) from None
+    ctx = vdaf_context(report.query_id)
+    try:
+        state, verifier_share = vdaf.verify_init(
+            verify_key, ctx, AGG_IDS[role], report.report_id, public_share, input_share
+        )
+    except VdafError as error:
+        raise ReportRejected(Refusal.BAD_PROOF, str(error)) from None
+    return Prepared(ctx, state, verifier_share)
+
+
+def _check_role_and_key(role: int, verify_key: bytes) -> None:
+    if role not in AGG_IDS:
+        raise ValueError(f"role must be {ROLE_LEADER:#04x} (leader) or {ROLE_HELPER:#04x} (helper)")
+    if len(verify_key) != VERIFY_KEY_SIZE:
+        raise ValueError(f"a verify key is {VERIFY_KEY_SIZE} bytes, got {len(verify_key)}")
+
+
+def init_batch(
+    vdaf: BitsVdaf,
+    key_pair: HpkeKeyPair,
+    role: int,
+    verify_key: bytes,
+    reports: Iterable[SecureReport],
+) -> list[Outcome]:
+    """`open_and_verify_init` over a batch at one aggregator; refusals in place."""
+    _check_role_and_key(role, verify_key)
+    outcomes: list[Outcome] = []
+    for report in reports:
+        try:
+            outcomes.append(open_and_verify_init(vdaf, key_pair, role, verify_key, report))
+        except ReportRejected as rejected:
+            outcomes.append(rejected)
+    return outcomes
+
+
+def combine_batch(
+    vdaf: BitsVdaf, leader: Sequence[Outcome], helper: Sequence[Outcome]
+) -> list[VerifierMessage | ReportRejected]:
+    """The leader's step: per report, both verifier shares into the verifier message both
+    roles finish with, or the refusal (the leader's reason first)."""
+    if len(leader) != len(helper):
+        raise ValueError(f"{len(leader)} leader outcomes but {len(helper)} helper outcomes")
+    messages: list[VerifierMessage | ReportRejected] = []
+    for ours, theirs in zip(leader, helper, strict=True):
+        if isinstance(ours, ReportRejected):
+            messages.append(ours)
+        elif isinstance(theirs, ReportRejected):
+            messages.append(theirs)
+        else:
+            shares = [ours.verifier_share, theirs.verifier_share]
+            try:
+                messages.append(vdaf.verifier_shares_to_message(ours.ctx, shares))
+            except VdafError as error:
+                messages.append(ReportRejected(Refusal.BAD_PROOF, str(error)))
+    return messages
+
+
+def finish_batch(
+    vdaf: BitsVdaf,
+    prepared: Sequence[Outcome],
+    messages: Sequence[VerifierMessage | ReportRejected],
+) -> list[list[int] | ReportRejected]:
+    """Each role's last step: its output share per accepted report, else the refusal."""
+    if len(prepared) != len(messages):
+        raise ValueError(f"{len(prepared)} prepared reports but {len(messages)} messages")
+    results: list[list[int] | ReportRejected] = []
+    for mine, message in zip(prepared, messages, strict=True):
+        if isinstance(message, ReportRejected):
+            results.append(message)
+        elif isinstance(mine, ReportRejected):
+            results.append(mine)
+        else:
+            try:
+                results.append(vdaf.verify_next(mine.state, message))
+            except VdafError as error:
+                results.append(ReportRejected(Refusal.BAD_PROOF, str(error)))
+    return results
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """Both roles' output shares for one batch, and each report's refusal if any."""
+
+    leader_out: list[list[int] | ReportRejected]
+    helper_out: list[list[int] | ReportRejected]
+
+    def refusals(self) -> list[Refusal | None]:
+        return [out.reason if isinstance(out, ReportRejected) else None for out in self.leader_out]
+
+
+def verify_batch(
+    vdaf: BitsVdaf,
+    leader: HpkeKeyPair,
+    helper: HpkeKeyPair,
+    verify_key: bytes,
+    reports: Sequence[SecureReport],
+) -> BatchResult:
+    """Both roles in one process (tests, benchmarks): init at each, combine, finish."""
+    at_leader = init_batch(vdaf, leader, ROLE_LEADER, verify_key, reports)
+    at_helper = init_batch(vdaf, helper, ROLE_HELPER, verify_key, reports)
+    messages = combine_batch(vdaf, at_leader, at_helper)
+    return BatchResult(
+        finish_batch(vdaf, at_leader, messages), finish_batch(vdaf, at_helper, messages)
+    )
+
+
+def aggregate(vdaf: BitsVdaf, out_shares: Iterable[list[int] | ReportRejected]) -> list[int]:
+    """One role's aggregate share (field elements, one per output entry) of the accepted
+    output shares; refusals are skipped."""
+    total = vdaf.agg_init()
+    for out in out_shares:
+        if not isinstance(out, ReportRejected):
+            total = vdaf.agg_update(total, out)
+    return total
+
+
+def unshard(vdaf: BitsVdaf, leader_share: Sequence[int], helper_share: Sequence[int]) -> list[int]:
+    """The counts: the two aggregate shares added up."""
+    return vdaf.unshard([leader_share, helper_share], 0)
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.offset = data, 0
+
+    @property
+    def rest(self) -> int:
+        return len(self.data) - self.offset
+
+    def take(self, what: str, size: int) -> bytes:
+        if self.rest < size:
+            raise SecureFormatError(f"the {what} needs {size} bytes, only {self.rest} left")
+        chunk = self.data[self.offset : self.offset + size]
+        self.offset += size
+        return chunk
+
+    def unpack(self, what: str, fmt: str) -> int:
+        (value,) = struct.unpack(fmt, self.take(what, struct.calcsize(fmt)))
+        return int(value)
