@@ -146,9 +146,9 @@ def test_without_the_admin_token_the_count_check_is_skipped(server: str, query: 
     [
         (("--rate", "-1"), "--rate must be in [0, inf)"),
         (("--duration", "0"), "--duration must be in (0, inf) seconds, got 0.0"),
-        (("--mode", "bidi"), "--mode must be in unary | stream | batch"),
+        (("--mode", "bidi"), "--mode must be unary | stream | batch"),
         (("--max-in-flight", "0"), "--max-in-flight must be in [1, inf)"),
-        (("--server", "127.0.0.1:50051,nohost"), "--server must be in host:port"),
+        (("--server", "127.0.0.1:50051,nohost"), "--server must be host:port"),
     ],
 )
 def test_bad_arguments_give_one_line_errors_before_connecting(
