@@ -182,12 +182,22 @@ class CollectorService(pb_grpc.CollectorServicer):
             done.duplicates += result.duplicates
             done.rejected.extend((offset + i, outcome) for i, outcome in result.rejected)
 
-        async def send(chunk: ReportColumns) -> None:
-            n = len(chunk)
-            await self._budget.wait_and_take(n)
+        async def send_received() -> None:
+            """Hand what was read so far to the store as one chunk, within the budget."""
+            nonlocal received, sent
+            chunk = report_columns(received)
+            report_ids.extend(chunk.report_ids)
+            offsets.append(sent)
+            sent += len(chunk)
+            received = []
+            await self._budget.wait_and_take(len(chunk))
             future = asyncio.ensure_future(self._submit(chunk))
-            future.add_done_callback(functools.partial(self._give_back, n))
+            future.add_done_callback(functools.partial(self._give_back, len(chunk)))
             inflight.append(future)
+
+        async def drain() -> None:
+            for offset, future in zip(offsets, inflight, strict=True):
+                absorb(offset, await future)
 
         idle = self._budget.limits.stream_idle_timeout_s
         messages = aiter(request_iterator)
@@ -199,12 +209,8 @@ class CollectorService(pb_grpc.CollectorServicer):
                     break
                 except TimeoutError:
                     if received:  # what it did send is handled as if the stream had ended
-                        chunk = report_columns(received)
-                        report_ids.extend(chunk.report_ids)
-                        offsets.append(sent)
-                        await send(chunk)
-                    for offset, future in zip(offsets, inflight, strict=True):
-                        absorb(offset, await future)
+                        await send_received()
+                    await drain()
                     self._metrics.observe_submission(done)
                     await context.abort(
                         grpc.StatusCode.UNAVAILABLE,
@@ -217,21 +223,12 @@ class CollectorService(pb_grpc.CollectorServicer):
                     )
                 received.append(message.report)
                 if len(received) >= self._chunk:
-                    chunk = report_columns(received)
-                    report_ids.extend(chunk.report_ids)
-                    offsets.append(sent)
-                    sent += len(chunk)
-                    received = []
-                    await send(chunk)
+                    await send_received()
                     if len(inflight) >= _MAX_INFLIGHT_CHUNKS:
                         absorb(offsets.pop(0), await inflight.pop(0))
             if received:
-                chunk = report_columns(received)
-                report_ids.extend(chunk.report_ids)
-                offsets.append(sent)
-                await send(chunk)
-            for offset, future in zip(offsets, inflight, strict=True):
-                absorb(offset, await future)
+                await send_received()
+            await drain()
         except (ServiceError, Overloaded) as exc:
             for future in inflight:
                 future.cancel()
