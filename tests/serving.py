@@ -20,6 +20,20 @@ def cli_env(token: str, **extra: str) -> dict[str, str]:
     return {**env, "LDPCOLLECT_ADMIN_TOKEN": token, "COLUMNS": "200", **extra}
 
 
+def run_cli(
+    token: str, *args: str, server: str | None = None, ok: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run `ldpcollect ARGS [--server SERVER]` with `token` as the admin token; with `ok`,
+    assert that it succeeded (showing its stderr when not)."""
+    command = [sys.executable, "-m", "ldpcollect_cli.main", *args]
+    if server is not None:
+        command += ["--server", server]
+    done = subprocess.run(command, env=cli_env(token), capture_output=True, text=True, timeout=120)
+    if ok:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
 @dataclass(frozen=True)
 class Served:
     address: str

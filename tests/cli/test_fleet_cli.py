@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,20 +14,14 @@ import numpy as np
 import pytest
 
 from ldpcollect import geo
-from tests.serving import cli_env, serving
+from tests.serving import run_cli, serving
 
 TOKEN = "fleet-cli-token"
 BBOX = "48.85,2.28,48.87,2.31"
 
 
 def cli(*args: str, server: str | None = None, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "ldpcollect_cli.main", *args]
-    if server is not None:
-        command += ["--server", server]
-    done = subprocess.run(command, env=cli_env(TOKEN), capture_output=True, text=True, timeout=120)
-    if ok:
-        assert done.returncode == 0, done.stderr
-    return done
+    return run_cli(TOKEN, *args, server=server, ok=ok)
 
 
 def words(text: str) -> str:

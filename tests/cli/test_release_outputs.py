@@ -9,27 +9,20 @@ import json
 import re
 import struct
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import h3
 import pytest
 
-from tests.serving import cli_env, serving
+from tests.serving import run_cli, serving
 
 TOKEN = "release-outputs-token"
 BBOX = "48.85,2.28,48.87,2.31"  # 49 H3 resolution-9 cells around the Eiffel Tower
 
 
 def cli(*args: str, server: str | None = None, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "ldpcollect_cli.main", *args]
-    if server is not None:
-        command += ["--server", server]
-    done = subprocess.run(command, env=cli_env(TOKEN), capture_output=True, text=True, timeout=120)
-    if ok:
-        assert done.returncode == 0, done.stderr
-    return done
+    return run_cli(TOKEN, *args, server=server, ok=ok)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 
 from ldpcollect import geo
 from ldpcollect.accounting.conversions import round_up
-from tests.serving import cli_env, serving
+from tests.serving import cli_env, run_cli, serving
 
 TOKEN = "cli-test-token"
 HOME = geo.GridScheme().locate(*geo.DEFAULT_CENTER)
@@ -32,13 +32,7 @@ def server(tmp_path: Path) -> Iterator[str]:
 
 
 def cli(*args: str, server: str | None = None, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "ldpcollect_cli.main", *args]
-    if server is not None:
-        command += ["--server", server]
-    done = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=120)
-    if ok:
-        assert done.returncode == 0, done.stderr
-    return done
+    return run_cli(TOKEN, *args, server=server, ok=ok)
 
 
 def test_create_run_close_release_json(server: str, tmp_path: Path) -> None:
