@@ -107,8 +107,10 @@ class LossDistribution:
         else:
             probs = np.clip(fftconvolve(a, b), 0.0, None)
             error = math.sqrt(size) * 64 * _UNIT_ROUNDOFF * math.log2(size)
-        # Mass at +inf in either factor gives +inf in the product (losses never reach -inf).
-        infinity = self.infinity_mass + other.infinity_mass + error
+        # Mass at +inf in either factor gives +inf in the product (losses never reach -inf):
+        # 1 - (1 - a)(1 - b) of it, the finite masses being 1 - a and 1 - b.
+        a_inf, b_inf = self.infinity_mass, other.infinity_mass
+        infinity = a_inf + b_inf - a_inf * b_inf + error
         return LossDistribution(
             self.interval, self.offset + other.offset, probs, min(1.0, infinity)
         )._trimmed()

@@ -44,7 +44,7 @@ from ldpcollect.accounting.local_pairs import (
     zcdp_rho,
 )
 from ldpcollect.accounting.pld import worst_epsilon as pld_worst_epsilon
-from ldpcollect.accounting.sp_pair import sp_release_pairs
+from ldpcollect.accounting.sp_pair import sp_release_pairs, sp_release_renyi
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import Mechanism, RandomizedResponse, SamplingPrivacy
 
@@ -85,6 +85,9 @@ class PrivacyClaim:
     headline: str = "local_exact"  # the method that gives `epsilon`
     figures: dict[str, float] = field(default_factory=dict)  # other valid epsilons at `delta`
     renyi: dict[str, float] = field(default_factory=dict)  # D_alpha by order ("2", "1.5")
+    # What was released (mechanism, its parameters, targets, noise, participants floor), so the
+    # ledger can rebuild the release's privacy-loss distribution (`release_pld`). Strings only.
+    source: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """JSON of numbers or null; `null_reasons` says why each null is null."""
@@ -125,6 +128,7 @@ class PrivacyClaim:
             headline=str(data.get("headline", "local_exact")),
             figures={str(k): _decode(v) for k, v in data.get("figures", {}).items()},
             renyi={str(k): _decode(v) for k, v in data.get("renyi", {}).items()},
+            source={str(k): str(v) for k, v in data.get("source", {}).items()},
         )
 
 
@@ -180,10 +184,25 @@ def release_claims(
             raise ParameterError("participants", participants, "[1, inf)")
         participants = min(participants, RELEASE_FLOOR_CAP)
     if isinstance(mechanism, RandomizedResponse):
-        return _rr_claims(mechanism, n_targets, noise_sigma, delta, participants)
-    if isinstance(mechanism, SamplingPrivacy):
-        return _sp_claims(mechanism, n_targets, noise_sigma, delta)
-    raise ParameterError("mechanism", mechanism, "RandomizedResponse or SamplingPrivacy")
+        claims = _rr_claims(mechanism, n_targets, noise_sigma, delta, participants)
+    elif isinstance(mechanism, SamplingPrivacy):
+        claims = _sp_claims(mechanism, n_targets, noise_sigma, delta)
+    else:
+        raise ParameterError("mechanism", mechanism, "RandomizedResponse or SamplingPrivacy")
+    source = release_source(mechanism, n_targets, noise_sigma, participants)
+    return [replace(claim, source=source) for claim in claims]
+
+
+def release_source(
+    mechanism: Mechanism, n_targets: int, noise_sigma: Fraction | None, participants: int | None
+) -> dict[str, str]:
+    """A claim's `source`: enough to rebuild the release's pair (`release_pld`)."""
+    source = {"mechanism": mechanism.name, **mechanism.params(), "targets": str(n_targets)}
+    if noise_sigma is not None:
+        source["noise_sigma"] = str(noise_sigma)
+    if participants is not None:
+        source["participants"] = str(participants)
+    return source
 
 
 # -- randomized response ------------------------------------------------------------------------
@@ -459,6 +478,12 @@ def _sp_claims(
     exact = sp_noised_epsilon(s, noise_sigma, n_targets, delta)
     figures = {"gaussian_sensitivity": gaussian, "sp_exact_pair": exact}
     headline = "sp_exact_pair" if exact <= gaussian else "gaussian_sensitivity"
+    divergences = sp_release_renyi(s, noise_sigma, n_targets, FILTER_ORDERS)
+    renyi = (
+        {}
+        if divergences is None
+        else {f"{a:g}": d for a, d in zip(FILTER_ORDERS, divergences, strict=True)}
+    )
     epsilon = 0.0 if delta >= s_float else min(exact, gaussian)
     public = PrivacyClaim(
         view="public",
@@ -482,6 +507,7 @@ def _sp_claims(
         ),
         headline="zero_at_this_delta" if delta >= s_float else headline,
         figures=figures,
+        renyi=renyi,
     )
     return [public, aggregator]
 

@@ -25,6 +25,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
+from scipy.special import logsumexp
 
 from ldpcollect.accounting.discrete_gaussian import (
     discrete_gaussian_log_pmf,
@@ -49,13 +50,11 @@ def _log_mix(*terms: tuple[float, np.ndarray]) -> np.ndarray:
 
 
 @lru_cache(maxsize=32)
-def sp_target_pair(
-    sampling_rate: Fraction, sigma_sq: Fraction, interval: float = DEFAULT_INTERVAL
-) -> PldPair | None:
-    """PLDs of one target's noisy (Y1, Y2): device there (A) against device elsewhere (U).
-
-    None when the grid would exceed `MAX_GRID` points.
-    """
+def _target_log_pmfs(
+    sampling_rate: Fraction, sigma_sq: Fraction
+) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """log A and log U on the grid, and a bound on each one's mass off it (None past
+    `MAX_GRID`)."""
     s = float(sampling_rate)
     if not 0 < s <= 1:
         raise ParameterError("sampling_rate", sampling_rate, "(0, 1]")
@@ -75,11 +74,66 @@ def sp_target_pair(
     log_u = _log_mix((0.5, zero_zero), (0.5, one_one))
     log_a = _log_mix((s, zero_one), ((1 - s) / 2, zero_zero), ((1 - s) / 2, one_one))
     # Off the grid: a component's point leaves it only if |Z| > r in one coordinate.
-    tail = 2.0 * tail_bound(var, radius)
+    return log_a, log_u, 2.0 * tail_bound(var, radius)
+
+
+@lru_cache(maxsize=32)
+def sp_target_pair(
+    sampling_rate: Fraction, sigma_sq: Fraction, interval: float = DEFAULT_INTERVAL
+) -> PldPair | None:
+    """PLDs of one target's noisy (Y1, Y2): device there (A) against device elsewhere (U).
+
+    None when the grid would exceed `MAX_GRID` points.
+    """
+    pmfs = _target_log_pmfs(sampling_rate, sigma_sq)
+    if pmfs is None:
+        return None
+    log_a, log_u, tail = pmfs
     return PldPair(
         LossDistribution.from_log_pmfs(log_a, log_u, interval, tail),
         LossDistribution.from_log_pmfs(log_u, log_a, interval, tail),
     )
+
+
+def _grid_renyi(
+    log_p: np.ndarray, log_q: np.ndarray, alpha: float, tail: float, rho: float
+) -> float:
+    """D_alpha(P || Q) bounded from the grid and the off-grid mass.
+
+    On the grid the sum of P^alpha Q^(1-alpha) is exact. Off it (set T, P(T) <= tail), by
+    Cauchy-Schwarz sum_T P (P/Q)^(alpha-1) <= sqrt(P(T)) sqrt(E_P[(P/Q)^(2 alpha - 2)])
+    = sqrt(P(T)) exp((alpha-1) D_(2 alpha - 1)), and D_beta <= beta rho (the noise alone,
+    sensitivity 1 given the coins; joint convexity). The bound is min(that, alpha rho).
+    """
+    keep = np.isfinite(log_p)
+    if np.any(~np.isfinite(log_q[keep])):
+        return alpha * rho
+    t = alpha - 1.0
+    terms = alpha * log_p[keep] + (1.0 - alpha) * log_q[keep]
+    log_tail = 0.5 * math.log(tail) + t * (2.0 * alpha - 1.0) * rho
+    total = float(np.logaddexp(logsumexp(terms), log_tail))
+    return min(alpha * rho, max(0.0, total / t))
+
+
+@lru_cache(maxsize=64)
+def sp_release_renyi(
+    sampling_rate: Fraction, noise_sigma: Fraction, n_targets: int, orders: tuple[float, ...]
+) -> tuple[float, ...] | None:
+    """Renyi divergence at each order bounding one noisy SP release (the single-device pair,
+    as in `sp_release_pairs`): D(A||U) + D(U||A) with two or more targets, the larger of the two
+    with one. None past `MAX_GRID`."""
+    sigma_sq = noise_sigma * noise_sigma
+    pmfs = _target_log_pmfs(Fraction(sampling_rate), sigma_sq)
+    if pmfs is None:
+        return None
+    log_a, log_u, tail = pmfs
+    rho = 1.0 / (2.0 * float(sigma_sq))  # one target's pair, sensitivity 1 given the coins
+    result = []
+    for alpha in orders:
+        forward = _grid_renyi(log_a, log_u, alpha, tail, rho)
+        backward = _grid_renyi(log_u, log_a, alpha, tail, rho)
+        result.append(forward + backward if n_targets >= 2 else max(forward, backward))
+    return tuple(result)
 
 
 def sp_release_pairs(

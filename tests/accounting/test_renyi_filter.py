@@ -4,6 +4,7 @@ budget by an independent measure (the exact PLD composition of the admitted rele
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import UTC, datetime
 from fractions import Fraction
 
@@ -12,7 +13,12 @@ import pytest
 
 from ldpcollect.accounting.conversions import cks_epsilon
 from ldpcollect.accounting.ledger import BudgetExceeded, PrivacyLedger
-from ldpcollect.accounting.release_cost import FILTER_ORDERS, release_claims, rr_count_level_epsilon
+from ldpcollect.accounting.release_cost import (
+    FILTER_ORDERS,
+    release_claims,
+    rr_count_level_epsilon,
+    sp_noised_epsilon,
+)
 from ldpcollect.accounting.renyi_filter import claim_curve, order_budgets
 from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
 
@@ -48,18 +54,33 @@ def test_one_count_level_rr_release_no_longer_empties_the_budget() -> None:
 
 
 def test_zcdp_releases_cost_a_little_more_than_under_the_zcdp_filter() -> None:
-    """The orders share delta (a union bound): for pure zCDP releases the Renyi filter admits
-    at most what the zCDP filter admits, and nearly as much."""
+    """The orders share delta (a union bound): for releases known only by their rho the Renyi
+    filter admits at most what the zCDP filter admits, and nearly as much."""
     sigma = Fraction(20)
 
-    def claims() -> list[object]:
-        return release_claims(SamplingPrivacy("1/2"), 2, sigma, 1e-6)  # type: ignore[return-value]
+    def zcdp_only() -> list[object]:
+        claims = release_claims(SamplingPrivacy("1/2"), 2, sigma, 1e-6)
+        return [replace(c, renyi={}) for c in claims]
 
-    by_zcdp = fill(PrivacyLedger(1.0, 1e-6), claims)
-    by_renyi = fill(PrivacyLedger(1.0, 1e-6, filter="renyi"), claims)
+    by_zcdp = fill(PrivacyLedger(1.0, 1e-6), zcdp_only)
+    by_renyi = fill(PrivacyLedger(1.0, 1e-6, filter="renyi"), zcdp_only)
     assert 0.7 * by_zcdp <= by_renyi <= by_zcdp  # sigma 20: 7 against 9
     rho = 1 / 400
     assert cks_epsilon(by_renyi * rho, 1e-6 / len(FILTER_ORDERS)) <= 1.0
+
+
+def test_noisy_sp_is_charged_its_exact_pair_divergences() -> None:
+    """With the exact single-device pair's divergences (checked in test_sp_pair) the Renyi
+    filter admits more noisy SP releases than the zCDP filter, and what it admits is within
+    the budget by the exact PLD composition of the same releases."""
+
+    def claims() -> list[object]:
+        return release_claims(SamplingPrivacy("1/2"), 2, Fraction(20), 1e-6)  # type: ignore[return-value]
+
+    by_zcdp = fill(PrivacyLedger(1.0, 1e-6), claims)
+    by_renyi = fill(PrivacyLedger(1.0, 1e-6, filter="renyi"), claims)
+    assert (by_zcdp, by_renyi) == (9, 13)
+    assert sp_noised_epsilon(Fraction(1, 2), Fraction(20), 2, 1e-6, by_renyi) <= 1.0
 
 
 def test_budgets_and_curves() -> None:
