@@ -14,35 +14,10 @@ Budget modes (the operator's (epsilon, delta) budget covers the PUBLIC view):
   pure bound are refused.
 Nothing is charged for a refused release, and the check runs before anything is computed.
 
-Odometer (valid at any time, whatever the budget): the better of two odometers, each valid when
-the releases and their privacy parameters are chosen adaptively (after seeing earlier results):
-- zCDP tiers: rho_k = RHO_0 2^k with delta_k = delta_o / 2^(k+1), so sum_k delta_k = delta_o.
-  The realized zCDP loss sits in the smallest tier k with spent <= rho_k, and the reported loss is
-  the CKS epsilon of (rho_k, delta_k) (the filter-to-odometer construction of Whitehouse, Ramdas,
-  Rogers & Wu 2023, "Fully-adaptive composition in differential privacy", ICML; one Feldman-Zrnic
-  2021 zCDP filter per tier, a union bound over tiers). Releases with no zCDP bound add their
-  epsilon and delta by basic composition.
-- Basic composition of every release's public claim: a pure release counts (pure epsilon, 0),
-  any other its (epsilon, delta) pair as claimed at the ledger's delta. Rogers, Roth, Ullman &
-  Vadhan 2016 ("Privacy odometers and filters: pay-as-you-go composition", arXiv:1605.08294,
-  seed 002; the basic-composition filter and odometer of their Section 3) show this stays valid
-  when each (eps_i, delta_i) is chosen adaptively: for any delta_g fixed in advance, "sum eps_i if
-  sum delta_i <= delta_g, else infinity" is a valid privacy odometer. Unlike advanced
-  composition it loses nothing from adaptivity (their lower bound concerns the sqrt(k) regime).
-Combining them: each pair (epsilon, delta) below is the reading of ONE valid odometer at that
-delta; we never take the smaller epsilon of one with the smaller delta of the other. The basic
-pair replaces the tier pair only when its epsilon is smaller at a delta no larger;
-otherwise the tier pair is reported and the other pair is shown beside it. When the basic pair
-has delta 0 (every release pure) it holds with probability 1, so no failure probability is added.
-
-Caveat on deltas (issue 9): Rogers et al.'s basic odometer is valid against a delta_g fixed in
-advance; both readings here report the REALIZED sum of the approximate releases' deltas (and
-the tier reading adds it to delta_o). That is a valid statement when those deltas and the number
-of approximate releases were fixed before the first release (each claim is stated at the same
-reporting delta, so it is when the operator fixed how many queries to run); when the number of
-releases was chosen adaptively, read the pair as (epsilon, delta_g) only for a delta_g >= the
-reported delta that was fixed in advance. The summary's notes say so whenever such deltas
-are added.
+Odometer (valid at any time, whatever the budget, when releases are chosen after seeing
+earlier results): see `odometer`. The headline is the Renyi-tier odometer (or the sum of pure
+epsilons when every release is pure); the zCDP tiers, basic composition and the PLD composition
+of the releases (the last two valid for a plan fixed in advance) are shown beside it.
 """
 
 from __future__ import annotations
@@ -54,17 +29,17 @@ from typing import Any
 
 import numpy as np
 
+from ldpcollect.accounting import odometer
 from ldpcollect.accounting.conversions import (
     bun_steinke_epsilon,
     cks_epsilon,
     rho_for_target,
-    round_up,
 )
+from ldpcollect.accounting.odometer import rounded_up
 from ldpcollect.accounting.release_cost import FILTER_ORDERS, PrivacyClaim
 from ldpcollect.accounting.renyi_filter import admits, claim_curve, order_budgets, used_fraction
 from ldpcollect.errors import ParameterError
 
-RHO_0 = 1e-4  # the odometer's first tier
 DEFAULT_ODOMETER_DELTA = 1e-6
 
 
@@ -98,29 +73,9 @@ def _view(claims: tuple[PrivacyClaim, ...] | list[PrivacyClaim], view: str) -> P
     raise ParameterError("claims", [c.view for c in claims], f"a list holding a {view!r} claim")
 
 
-def _up(value: float, digits: int = 4) -> str:
-    """A bound in words: rounded up, never printed below the true figure."""
-    return f"{round_up(value, digits):.{digits}g}"
-
-
 def _num(value: float) -> float | None:
     """JSON numbers or null: an infinite figure (no bound) is null; `null_reasons` says why."""
     return None if math.isinf(value) else value
-
-
-def claim_pair(claim: PrivacyClaim) -> tuple[float, float]:
-    """The (epsilon, delta) a release contributes to basic composition: its pure epsilon with
-    delta 0 when it has one, else its tight claim at the delta it was stated at."""
-    if claim.pure_epsilon is not None:
-        return claim.pure_epsilon, 0.0
-    return claim.epsilon, claim.delta
-
-
-def basic_composition(claims: list[PrivacyClaim]) -> tuple[float, float]:
-    """Sum of epsilons and of deltas (delta capped at 1): valid for adaptively chosen
-    parameters (Rogers, Roth, Ullman & Vadhan 2016, Section 3)."""
-    pairs = [claim_pair(c) for c in claims]
-    return math.fsum(e for e, _ in pairs), min(1.0, math.fsum(d for _, d in pairs))
 
 
 @dataclass
@@ -275,63 +230,48 @@ class PrivacyLedger:
 
     # -- odometer -----------------------------------------------------------------------------
     def odometer(self) -> dict[str, Any]:
-        """Realized public loss so far, valid at any time: epsilon, delta and how (see the module
-        docstring for why each candidate is valid under adaptive choice)."""
+        """Realized public loss so far, valid at any time (`odometer` module): the headline
+        pair, whether it holds under adaptive choice, and the other readings beside it."""
         publics = [r.public() for r in self.releases]
         if not publics:
-            return {"epsilon": 0.0, "delta": 0.0, "method": "nothing released"}
+            return {"epsilon": 0.0, "delta": 0.0, "method": "nothing released", "adaptive": True}
         if any(c.guarantee == "none" for c in publics):
             return {
                 "epsilon": math.inf,
                 "delta": self.odometer_delta,
                 "method": "a release without any guarantee was recorded",
+                "adaptive": True,
             }
-        tier_eps, tier_delta, tier, tier_rho = self._tier_odometer(publics)
-        basic_eps, basic_delta = basic_composition(publics)
-        result: dict[str, Any] = {
-            "tier_rho": tier_rho,
-            "zcdp_tier_epsilon": tier_eps,
-            "zcdp_tier_delta": tier_delta,
-            "basic_epsilon": basic_eps,
-            "basic_delta": basic_delta,
+        delta = self.odometer_delta
+        readings = {
+            "renyi_tier": odometer.renyi_tiers(publics, delta / 2),
+            "scheduled_basic": odometer.scheduled_basic(publics, delta / 2),
+            "zcdp_tier": odometer.zcdp_tiers(publics, delta),
+            "pld_planned": odometer.planned_pld(publics, delta),
         }
-        approx = sum(1 for c in publics if c.rho is None)
-        tier_words = (
-            f"zCDP odometer tier {tier} (rho <= {tier_rho:g}, delta_k "
-            f"{self.odometer_delta / 2.0 ** (tier + 1):.3g})"
-            + (f" plus basic composition of {approx} approximate-DP releases" if approx else "")
+        best = odometer.headline(publics, delta)
+        result: dict[str, Any] = {
+            "epsilon": best.epsilon,
+            "delta": best.delta,
+            "adaptive": best.adaptive,
+        }
+        beside = []
+        for name, reading in readings.items():
+            result[f"{name}_epsilon"] = reading.epsilon
+            result[f"{name}_delta"] = reading.delta
+            if reading.epsilon != best.epsilon or reading.words != best.words:
+                planned = "" if reading.adaptive else " (for releases fixed in advance)"
+                beside.append(
+                    f"{reading.words}{planned}: epsilon {rounded_up(reading.epsilon)} at delta "
+                    f"{rounded_up(reading.delta)}"
+                )
+        result["method"] = (
+            best.words
+            + ("" if best.adaptive else " (for releases fixed in advance)")
+            + "; beside it: "
+            + "; ".join(beside)
         )
-        n = len(publics)
-        basic_words = (
-            "sum of pure epsilons"
-            if basic_delta == 0
-            else f"basic composition of the {n} releases' public claims (epsilons and deltas add)"
-        )
-        # Report the basic pair only when its epsilon is smaller at a delta no larger: each pair
-        # is one valid odometer's reading; the smaller epsilon never borrows the other's delta.
-        if basic_eps < tier_eps and basic_delta <= tier_delta:
-            other = f"zCDP tiers give epsilon {_up(tier_eps)} at delta {_up(tier_delta)}"
-            result.update(epsilon=basic_eps, delta=basic_delta, method=f"{basic_words}; {other}")
-        else:
-            other = f"basic composition gives epsilon {_up(basic_eps)} at delta {_up(basic_delta)}"
-            result.update(epsilon=tier_eps, delta=tier_delta, method=f"{tier_words}; {other}")
         return result
-
-    def _tier_odometer(self, publics: list[PrivacyClaim]) -> tuple[float, float, int, float]:
-        """The zCDP doubling-tier odometer over releases with a rho, plus basic composition of
-        those without: (epsilon, delta, tier, tier rho)."""
-        total_rho = math.fsum(c.rho for c in publics if c.rho is not None)
-        approx = [c for c in publics if c.rho is None]
-        tier = 0
-        while RHO_0 * 2.0**tier < total_rho:
-            tier += 1
-        tier_rho = RHO_0 * 2.0**tier
-        eps = (
-            cks_epsilon(tier_rho, self.odometer_delta / 2.0 ** (tier + 1)) if total_rho > 0 else 0.0
-        )
-        eps += math.fsum(c.epsilon for c in approx)
-        delta = min(1.0, self.odometer_delta + math.fsum(c.delta for c in approx))
-        return eps, delta, tier, tier_rho
 
     # -- reporting and persistence --------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
@@ -347,12 +287,12 @@ class PrivacyLedger:
             for c in r.claims:
                 if c.guarantee in ("approximate", "none"):
                     notes.append(f"{r.query_id} ({c.view}): {c.explanation}")
-        if any(c.delta > 0 and c.pure_epsilon is None for c in (r.public() for r in self.releases)):
+        if not odo.get("adaptive", True):
             notes.append(
-                "The odometer adds the deltas of releases without a pure bound as realized: that "
-                "reading is valid if those releases were fixed in advance; if their number was "
-                "chosen after seeing results, it holds only against a delta fixed beforehand that "
-                "is at least as large."
+                "The odometer adds the deltas of releases without a Renyi curve (Sampling Privacy "
+                "without noise) as realized: that reading is valid if those releases were fixed in "
+                "advance; if their number was chosen after seeing results, it holds only against "
+                "a delta fixed beforehand that is at least as large."
             )
         if mode == "zcdp":
             notes.append(

@@ -1,4 +1,6 @@
-"""The odometer: the better of two adaptively valid odometers, never a mix of their deltas."""
+"""The odometer: the smaller of two adaptively valid odometers (Renyi tiers, basic composition
+with a delta schedule), each with half the delta; the PLD composition of a plan fixed in advance
+beside them."""
 
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ from typing import Any
 
 import pytest
 
-from ldpcollect.accounting.conversions import cks_epsilon, round_up
+from ldpcollect.accounting.conversions import cks_epsilon
 from ldpcollect.accounting.ledger import PrivacyLedger
-from ldpcollect.accounting.release_cost import PrivacyClaim, release_claims
+from ldpcollect.accounting.odometer import has_curve, renyi_tier_delta, scheduled_delta
+from ldpcollect.accounting.release_cost import FILTER_ORDERS, PrivacyClaim, release_claims
+from ldpcollect.accounting.renyi_filter import claim_curve
 from ldpcollect.mechanisms import Mechanism, RandomizedResponse, SamplingPrivacy
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
@@ -25,47 +29,75 @@ def public(claims: list[PrivacyClaim] | tuple[PrivacyClaim, ...]) -> PrivacyClai
     return next(c for c in claims if c.view == "public")
 
 
-def tier_odometer(total_rho: float, approx_eps: float, approx_delta: float) -> tuple[float, float]:
-    """The zCDP doubling tiers written out again: smallest 1e-4 * 2^k >= rho, delta / 2^(k+1)."""
-    k = 0
-    while 1e-4 * 2.0**k < total_rho:
-        k += 1
-    return cks_epsilon(1e-4 * 2.0**k, DELTA / 2.0 ** (k + 1)) + approx_eps, DELTA + approx_delta
+def renyi_tiers_by_hand(claims: list[PrivacyClaim], delta: float) -> float:
+    """Odometer A written out again: at each order the summed divergences rounded up to
+    1e-4 * 1.05^k, converted by CKS at delta * 6 / (12 pi^2 (k+1)^2); the best order."""
+    best = math.inf
+    for i, alpha in enumerate(FILTER_ORDERS):
+        total = sum(float(claim_curve(c)[i]) for c in claims)
+        if not math.isfinite(total):
+            continue
+        k = 0
+        while 1e-4 * 1.05**k < total:
+            k += 1
+        share = delta * 6 / (len(FILTER_ORDERS) * math.pi**2 * (k + 1) ** 2)
+        log_term = math.log(1 / share) + (alpha - 1) * math.log(1 - 1 / alpha) - math.log(alpha)
+        best = min(best, 1e-4 * 1.05**k + log_term / (alpha - 1))
+    return best
 
 
-def charge_all(ledger: PrivacyLedger, runs: list[tuple[Mechanism, int, Fraction | None]]) -> None:
-    for i, (mech, targets, sigma) in enumerate(runs):
-        ledger.charge(f"q{i}", release_claims(mech, targets, sigma, DELTA), NOW)
+def charge_all(
+    ledger: PrivacyLedger, runs: list[tuple[Mechanism, int, Fraction | None, int | None]]
+) -> None:
+    for i, (mech, targets, sigma, floor) in enumerate(runs):
+        claims = release_claims(mech, targets, sigma, DELTA, participants=floor)
+        ledger.charge(f"q{i}", claims, NOW)
 
 
-def test_demo_mix_reports_basic_composition_of_the_claims() -> None:
+def restated(mech: Mechanism, targets: int, sigma: Fraction | None, delta: float) -> float:
+    return public(release_claims(mech, targets, sigma, delta)).epsilon
+
+
+def test_demo_mix_scheduled_basic_composition() -> None:
     ledger = PrivacyLedger()
-    charge_all(ledger, [(RR, 100, None), (SP, 100, None), (SP, 100, Fraction(2))])
+    charge_all(ledger, [(RR, 100, None, None), (SP, 100, None, None), (SP, 100, Fraction(2), None)])
     odo = ledger.odometer()
-    # RR with two answers changing: ln(0.895/0.045) + ln(0.955/0.105), pure.
+    # RR with two answers changing: ln(0.895/0.045) + ln(0.955/0.105), pure (delta 0). The
+    # third release is stated at delta_B 6 / (pi^2 3^2), delta_B = delta_o / 2.
     rr_pure = math.log(0.895 / 0.045) + math.log(0.955 / 0.105)
-    noisy = public(ledger.releases[2].claims)
-    assert noisy.delta == DELTA and noisy.rho == pytest.approx(0.25)
-    expected = rr_pure + 0.0 + noisy.epsilon  # SP without noise: (0, 0.5)
-    assert odo["epsilon"] == pytest.approx(expected, rel=1e-9)
-    # SP sigma 2 is now charged its exact single-device figure 1.1954 (was 3.29 by the Gaussian
-    # bound); test_sp_pair checks that figure against enumeration and dp-accounting's PLD.
-    assert 1.1953 <= noisy.epsilon < 1.196
-    assert 6.39 < odo["epsilon"] < 6.40
-    assert odo["delta"] == pytest.approx(0.5 + DELTA, rel=1e-12)
-    assert odo["method"].startswith("basic composition of the 3 releases' public claims")
-    # The zCDP tiers over rho 4.42 + 0.25 give far more at the same delta: it is shown beside.
-    rho = math.fsum(r for r in (public(x.claims).rho for x in ledger.releases) if r)
-    tier_eps, tier_delta = tier_odometer(rho, 0.0, 0.5)
-    assert odo["zcdp_tier_epsilon"] == pytest.approx(tier_eps, rel=1e-9) and tier_eps > 30
-    assert odo["zcdp_tier_delta"] == pytest.approx(tier_delta)
-    # Printed rounded up: a bound in words is never below the figure.
-    assert f"zCDP tiers give epsilon {round_up(tier_eps, 4):.4g}" in odo["method"]
+    third = restated(SP, 100, Fraction(2), DELTA / 2 * 6 / (math.pi**2 * 9))
+    assert odo["epsilon"] == pytest.approx(rr_pure + 0.0 + third, rel=1e-9)
+    assert 6.6 < odo["epsilon"] < 6.7
+    # Sampling Privacy without noise is only (0, 0.5): its delta is the mechanism's, added as
+    # realized, so the reading is not claimed valid under adaptive choice.
+    assert odo["delta"] == pytest.approx(0.5 + DELTA) and odo["adaptive"] is False
+    assert odo["zcdp_tier_epsilon"] > 31  # the zCDP tiers, shown beside
+    assert odo["pld_planned_epsilon"] <= odo["epsilon"]
+    assert "for releases fixed in advance" in odo["method"]
+    assert any("realized" in note for note in ledger.summary()["notes"])
+
+
+def test_without_the_unbounded_release_the_reading_is_adaptive() -> None:
+    ledger = PrivacyLedger()
+    charge_all(ledger, [(RR, 100, None, None), (SP, 100, Fraction(2), None)])
+    odo = ledger.odometer()
+    rr_pure = math.log(0.895 / 0.045) + math.log(0.955 / 0.105)
+    second = restated(SP, 100, Fraction(2), DELTA / 2 * 6 / (math.pi**2 * 4))
+    assert odo["epsilon"] == pytest.approx(rr_pure + second, rel=1e-9)
+    assert (odo["delta"], odo["adaptive"]) == (DELTA, True)
+    assert odo["method"].startswith("basic composition, the i-th release stated at delta")
+    assert not any("realized" in note for note in ledger.summary()["notes"])
+
+
+def test_scheduled_deltas_never_sum_past_the_odometer_delta() -> None:
+    assert math.fsum(scheduled_delta(i, DELTA) for i in range(1, 200_000)) < DELTA
+    shares = [renyi_tier_delta(k, DELTA) for k in range(200_000)]
+    assert len(FILTER_ORDERS) * math.fsum(shares) < DELTA
 
 
 def test_pure_releases_never_below_the_exact_composition() -> None:
     ledger = PrivacyLedger()
-    charge_all(ledger, [(RR, 1, None)] * 10)
+    charge_all(ledger, [(RR, 1, None, None)] * 10)
     odo = ledger.odometer()
     # Reference: 10 answers at delta 1e-6, exact 29.9016092528; basic composition 29.9016122850.
     assert odo["epsilon"] >= 29.9016092528
@@ -73,53 +105,46 @@ def test_pure_releases_never_below_the_exact_composition() -> None:
     assert odo["delta"] == 0.0 and odo["method"].startswith("sum of pure epsilons")
 
 
-def test_tier_odometer_kept_when_basic_composition_needs_more_delta() -> None:
+def test_count_level_releases_use_the_renyi_tiers() -> None:
+    """Ten RR releases as counts over 20,000 participants: the Renyi tiers (written out here
+    again) beat basic composition; the PLD composition of the same plan fixed in advance is the
+    issue's 0.6498, and the local figure is 51.98."""
     ledger = PrivacyLedger()
-    charge_all(ledger, [(SP, 100, Fraction(20))] * 40)
+    charge_all(ledger, [(RR, 2, None, 20_000)] * 10)
     odo = ledger.odometer()
-    tier_eps, _ = tier_odometer(40 / 400, 0.0, 0.0)
-    basic = 40 * public(ledger.releases[0].claims).epsilon
-    assert tier_eps < basic  # the tiers are better here ...
-    assert (odo["epsilon"], odo["delta"]) == (pytest.approx(tier_eps, rel=1e-9), DELTA)
-    assert odo["basic_delta"] == pytest.approx(40 * DELTA)  # ... and basic needs 40 deltas
-    assert odo["method"].startswith("zCDP odometer tier 10")
+    publics = [public(r.claims) for r in ledger.releases]
+    assert odo["epsilon"] == pytest.approx(renyi_tiers_by_hand(publics, DELTA / 2), rel=1e-12)
+    assert odo["method"].startswith("Renyi odometer at order")
+    assert (odo["delta"], odo["adaptive"]) == (DELTA, True)
+    assert 1.1 < odo["epsilon"] < 1.2 and odo["scheduled_basic_epsilon"] > odo["epsilon"]
+    assert odo["pld_planned_epsilon"] == pytest.approx(0.6498, abs=1e-4)
 
 
-def test_smaller_epsilon_at_a_larger_delta_is_not_mixed_in() -> None:
-    # Two noisy releases: basic composition has the smaller epsilon but needs delta 2e-6; the
-    # report stays the tier pair at 1e-6 rather than pairing one's epsilon with the other's delta.
-    ledger = PrivacyLedger()
-    charge_all(ledger, [(SP, 1, Fraction(3)), (SP, 100, Fraction(5))])
-    odo = ledger.odometer()
-    assert odo["basic_epsilon"] < odo["zcdp_tier_epsilon"]
-    assert odo["basic_delta"] == pytest.approx(2 * DELTA) and odo["zcdp_tier_delta"] == DELTA
-    assert (odo["epsilon"], odo["delta"]) == (odo["zcdp_tier_epsilon"], DELTA)
-
-
-def test_reported_pair_is_always_one_candidate_whole() -> None:
+def test_headline_is_the_smaller_adaptive_reading_and_never_below_the_plan() -> None:
     rng = random.Random(7)
-    choices: list[tuple[Mechanism, int, Fraction | None]] = [
-        (RR, 1, None),
-        (RR, 100, None),
-        (SP, 100, None),
-        (SP, 1, Fraction(1)),
-        (SP, 100, Fraction(10)),
-        (RandomizedResponse("1/2", "1/2"), 3, Fraction(4)),
+    choices: list[tuple[Mechanism, int, Fraction | None, int | None]] = [
+        (RR, 1, None, None),
+        (RR, 100, None, None),
+        (RR, 2, None, 1000),
+        (SP, 100, None, None),
+        (SP, 1, Fraction(1), None),
+        (SP, 100, Fraction(10), None),
+        (RandomizedResponse("1/2", "1/2"), 3, Fraction(4), None),
     ]
-    seen = set()
-    for _ in range(30):
+    winners = set()
+    for _ in range(25):
         ledger = PrivacyLedger()
         charge_all(ledger, [rng.choice(choices) for _ in range(rng.randint(1, 6))])
         odo = ledger.odometer()
-        tier = (odo["zcdp_tier_epsilon"], odo["zcdp_tier_delta"])
-        basic = (odo["basic_epsilon"], odo["basic_delta"])
-        pair = (odo["epsilon"], odo["delta"])
-        assert pair in (tier, basic)
-        assert odo["epsilon"] <= tier[0] and odo["delta"] <= tier[1]
-        if pair == basic:
-            assert basic[0] < tier[0] and basic[1] <= tier[1]
-        seen.add(pair == basic)
-    assert seen == {True, False}  # both candidates won somewhere
+        a, b = odo["renyi_tier_epsilon"], odo["scheduled_basic_epsilon"]
+        assert odo["epsilon"] == min(a, b)
+        winners.add("A" if a < b else "B")
+        unbounded = any(not has_curve(public(r.claims)) for r in ledger.releases)
+        assert odo["adaptive"] is (not unbounded)
+        # The exact PLD composition of the same releases is (up to discretization) the
+        # tightest upper bound for them fixed in advance; an adaptive reading is never below.
+        assert odo["epsilon"] >= odo["pld_planned_epsilon"] - 1e-3
+    assert winners == {"A", "B"}
 
 
 def test_ledger_json_written_before_this_change_still_loads() -> None:
@@ -150,8 +175,16 @@ def test_ledger_json_written_before_this_change_still_loads() -> None:
     }
     ledger = PrivacyLedger.from_json(old)
     summary = ledger.summary()
-    assert (summary["odometer_epsilon"], summary["odometer_delta"]) == (3.29, DELTA)
-    assert summary["odometer"]["method"].startswith("basic composition")
+    # No source: the claim is restated from its rho (CKS at the scheduled delta), still
+    # adaptive; the PLD reading needs a source and is null.
+    assert summary["odometer_delta"] == DELTA and summary["odometer"]["adaptive"] is True
+    assert summary["odometer_epsilon"] == pytest.approx(
+        min(
+            cks_epsilon(0.25, DELTA / 2 * 6 / math.pi**2), summary["odometer"]["renyi_tier_epsilon"]
+        )
+    )
+    assert summary["odometer_epsilon"] > 3.29
+    assert summary["odometer"]["pld_planned_epsilon"] is None
     # Written back, every old field survives unchanged; claims gain the headline method, the
     # other figures by name and the reasons for nulls (issue 12, item 7).
     again = ledger.to_json()
