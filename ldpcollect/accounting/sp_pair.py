@@ -36,6 +36,7 @@ from ldpcollect.accounting.pld import DEFAULT_INTERVAL, LossDistribution, PldPai
 from ldpcollect.errors import ParameterError
 
 TAIL = 1e-20  # bound on each component's mass left off the grid
+RENYI_TAIL = 1e-80  # the same for the Renyi divergences, when the grid fits
 MAX_GRID = 5_000_000
 MAX_MIXED_QUERIES = 20  # one target: every on/off mix composed exactly up to this many queries
 
@@ -51,7 +52,7 @@ def _log_mix(*terms: tuple[float, np.ndarray]) -> np.ndarray:
 
 @lru_cache(maxsize=32)
 def _target_log_pmfs(
-    sampling_rate: Fraction, sigma_sq: Fraction
+    sampling_rate: Fraction, sigma_sq: Fraction, tail: float = TAIL
 ) -> tuple[np.ndarray, np.ndarray, float] | None:
     """log A and log U on the grid, and a bound on each one's mass off it (None past
     `MAX_GRID`)."""
@@ -61,7 +62,7 @@ def _target_log_pmfs(
     var = float(sigma_sq)
     if not var > 0:
         raise ParameterError("sigma_sq", sigma_sq, "(0, inf)")
-    radius = radius_for_tail(var, TAIL)
+    radius = radius_for_tail(var, tail)
     if (2 * radius + 2) ** 2 > MAX_GRID:
         return None
     log_g = discrete_gaussian_log_pmf(var, radius)  # x = -r..r
@@ -95,24 +96,46 @@ def sp_target_pair(
     )
 
 
-def _grid_renyi(
-    log_p: np.ndarray, log_q: np.ndarray, alpha: float, tail: float, rho: float
-) -> float:
-    """D_alpha(P || Q) bounded from the grid and the off-grid mass.
+def _off_grid_term(alpha: float, mass: float, rho: float) -> float:
+    """log of a bound on sum_T P (P/Q)^(alpha-1) over a set T with P(T) <= mass: by
+    Cauchy-Schwarz sqrt(P(T)) sqrt(E_P[(P/Q)^(2 alpha - 2)]) = sqrt(P(T)) e^((alpha-1)
+    D_(2 alpha - 1)), and D_beta <= beta rho (the noise alone, sensitivity 1 given the coins,
+    joint convexity)."""
+    return (
+        0.5 * math.log(mass) + (alpha - 1.0) * (2.0 * alpha - 1.0) * rho if mass > 0 else -math.inf
+    )
 
-    On the grid the sum of P^alpha Q^(1-alpha) is exact. Off it (set T, P(T) <= tail), by
-    Cauchy-Schwarz sum_T P (P/Q)^(alpha-1) <= sqrt(P(T)) sqrt(E_P[(P/Q)^(2 alpha - 2)])
-    = sqrt(P(T)) exp((alpha-1) D_(2 alpha - 1)), and D_beta <= beta rho (the noise alone,
-    sensitivity 1 given the coins; joint convexity). The bound is min(that, alpha rho).
-    """
-    keep = np.isfinite(log_p)
-    if np.any(~np.isfinite(log_q[keep])):
-        return alpha * rho
-    t = alpha - 1.0
-    terms = alpha * log_p[keep] + (1.0 - alpha) * log_q[keep]
-    log_tail = 0.5 * math.log(tail) + t * (2.0 * alpha - 1.0) * rho
-    total = float(np.logaddexp(logsumexp(terms), log_tail))
-    return min(alpha * rho, max(0.0, total / t))
+
+def _grid_renyi(
+    log_p: np.ndarray, log_q: np.ndarray, alphas: tuple[float, ...], tail: float, rho: float
+) -> list[float]:
+    """D_alpha(P || Q) at each order: the sum of P^alpha Q^(1-alpha) over the grid is exact;
+    the off-grid set (and grid corners where the truncated Q is 0) is bounded by
+    `_off_grid_term`; the result is at most alpha rho (the noise alone)."""
+    finite_p = np.isfinite(log_p)
+    keep = finite_p & np.isfinite(log_q)
+    mass = tail + float(np.sum(np.exp(log_p[finite_p & ~keep])))
+    lp, loss = log_p[keep], log_p[keep] - log_q[keep]
+    result = []
+    for alpha in alphas:
+        t = alpha - 1.0
+        total = float(np.logaddexp(logsumexp(lp + t * loss), _off_grid_term(alpha, mass, rho)))
+        result.append(min(alpha * rho, max(0.0, total / t)))
+    return result
+
+
+def pld_renyi_bound(dist: LossDistribution, alphas: tuple[float, ...], rho: float) -> list[float]:
+    """The same bound from a pessimistic PLD (losses rounded up only raise the sum; its mass
+    at +inf is the off-grid set)."""
+    keep = dist.probs > 0
+    lp, loss = np.log(dist.probs[keep]), dist.losses()[keep]
+    result = []
+    for alpha in alphas:
+        t = alpha - 1.0
+        off = _off_grid_term(alpha, dist.infinity_mass, rho)
+        total = float(np.logaddexp(logsumexp(lp + t * loss), off))
+        result.append(min(alpha * rho, max(0.0, total / t)))
+    return result
 
 
 @lru_cache(maxsize=64)
@@ -121,19 +144,24 @@ def sp_release_renyi(
 ) -> tuple[float, ...] | None:
     """Renyi divergence at each order bounding one noisy SP release (the single-device pair,
     as in `sp_release_pairs`): D(A||U) + D(U||A) with two or more targets, the larger of the two
-    with one. None past `MAX_GRID`."""
+    with one. On a grid wide enough that the off-grid term is negligible at moderate orders
+    when it fits; otherwise from the pair's PLD. None past `MAX_GRID`."""
     sigma_sq = noise_sigma * noise_sigma
-    pmfs = _target_log_pmfs(Fraction(sampling_rate), sigma_sq)
-    if pmfs is None:
-        return None
-    log_a, log_u, tail = pmfs
     rho = 1.0 / (2.0 * float(sigma_sq))  # one target's pair, sensitivity 1 given the coins
-    result = []
-    for alpha in orders:
-        forward = _grid_renyi(log_a, log_u, alpha, tail, rho)
-        backward = _grid_renyi(log_u, log_a, alpha, tail, rho)
-        result.append(forward + backward if n_targets >= 2 else max(forward, backward))
-    return tuple(result)
+    wide = _target_log_pmfs(Fraction(sampling_rate), sigma_sq, RENYI_TAIL)
+    if wide is not None:
+        log_a, log_u, tail = wide
+        forward = _grid_renyi(log_a, log_u, orders, tail, rho)
+        backward = _grid_renyi(log_u, log_a, orders, tail, rho)
+    else:
+        pair = sp_target_pair(Fraction(sampling_rate), sigma_sq)
+        if pair is None:
+            return None
+        forward = pld_renyi_bound(pair.forward, orders, rho)
+        backward = pld_renyi_bound(pair.backward, orders, rho)
+    return tuple(
+        f + b if n_targets >= 2 else max(f, b) for f, b in zip(forward, backward, strict=True)
+    )
 
 
 def sp_release_pairs(

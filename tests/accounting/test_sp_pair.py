@@ -13,8 +13,13 @@ import pytest
 from dp_accounting.pld import privacy_loss_distribution as oracle
 
 from ldpcollect.accounting.pld import worst_epsilon
-from ldpcollect.accounting.release_cost import release_claims, sp_noised_epsilon
-from ldpcollect.accounting.sp_pair import sp_release_pairs
+from ldpcollect.accounting.release_cost import FILTER_ORDERS, release_claims, sp_noised_epsilon
+from ldpcollect.accounting.sp_pair import (
+    pld_renyi_bound,
+    sp_release_pairs,
+    sp_release_renyi,
+    sp_target_pair,
+)
 from ldpcollect.mechanisms import SamplingPrivacy
 from tests.accounting.test_enumeration import TOL, sp_dists, worst_true_delta
 
@@ -109,3 +114,58 @@ def test_large_sigma_falls_back_to_the_gaussian_bound() -> None:
     public = release_claims(SamplingPrivacy("1/2"), 2, Fraction(400), 1e-6)[0]
     assert public.headline == "gaussian_sensitivity" and math.isfinite(public.epsilon)
     assert public.to_json()["figures"]["sp_exact_pair"] is None
+
+
+def oracle_renyi(a: dict[Any, float], u: dict[Any, float], alpha: float) -> float:
+    """D_alpha(A || U) summed directly over the oracle's wide grid (log pmfs)."""
+    terms = [alpha * a[x] + (1 - alpha) * u[x] for x in a]
+    top = max(terms)
+    return (top + math.log(math.fsum(math.exp(t - top) for t in terms))) / (alpha - 1)
+
+
+@pytest.mark.parametrize(("sigma", "targets"), [(2, 1), (2, 2), (5, 2)])
+def test_renyi_divergences_bound_the_direct_sum(sigma: int, targets: int) -> None:
+    """The divergences the filter and the odometer charge, against the same sum written out
+    over a wider grid: never below it, equal where the off-grid term is negligible, and never
+    above the noise's own alpha * rho."""
+    a, u = oracle_pmfs(0.5, sigma)
+    ours = sp_release_renyi(HALF, Fraction(sigma), targets, FILTER_ORDERS)
+    assert ours is not None
+    rho = 1 / (2 * sigma * sigma)
+    for alpha, value in zip(FILTER_ORDERS, ours, strict=True):
+        forward, backward = oracle_renyi(a, u, alpha), oracle_renyi(u, a, alpha)
+        truth = forward + backward if targets >= 2 else max(forward, backward)
+        assert value >= truth * (1 - 1e-9) - 1e-12
+        noise = alpha * rho * (2 if targets >= 2 else 1)
+        assert value <= noise * (1 + 1e-12)
+        if alpha <= 8:  # the off-grid term is negligible here: the sum is the divergence
+            assert value == pytest.approx(truth, rel=1e-6)
+    public = release_claims(SamplingPrivacy("1/2"), targets, Fraction(sigma), 1e-6)[0]
+    assert public.renyi == {f"{a:g}": d for a, d in zip(FILTER_ORDERS, ours, strict=True)}
+
+
+def test_renyi_divergences_catch_a_lowered_claim() -> None:
+    """Charging a two-target release the one-target divergences would understate it: the direct
+    sum exceeds them at every order."""
+    a, u = oracle_pmfs(0.5, 2)
+    lowered = sp_release_renyi(HALF, Fraction(2), 1, FILTER_ORDERS)
+    assert lowered is not None
+    for alpha, value in zip(FILTER_ORDERS[:6], lowered[:6], strict=True):
+        assert oracle_renyi(a, u, alpha) + oracle_renyi(u, a, alpha) > value
+
+
+def test_wide_noise_divergences_from_the_pld_bound_the_grid_ones() -> None:
+    """Past the wide grid (sigma above about 50) the divergences come from the pair's PLD:
+    at sigma 5, where both exist, the PLD route is never below the grid route, and close."""
+    pair = sp_target_pair(HALF, Fraction(25))
+    grid = sp_release_renyi(HALF, Fraction(5), 1, FILTER_ORDERS)
+    assert pair is not None and grid is not None
+    rho = 1 / 50
+    forward = pld_renyi_bound(pair.forward, FILTER_ORDERS, rho)
+    backward = pld_renyi_bound(pair.backward, FILTER_ORDERS, rho)
+    for alpha, f, b, g in zip(FILTER_ORDERS, forward, backward, grid, strict=True):
+        assert max(f, b) >= g * (1 - 1e-9)
+        if alpha <= 8:
+            assert max(f, b) <= g + 2e-4 * alpha
+    wide = sp_release_renyi(HALF, Fraction(100), 2, FILTER_ORDERS)
+    assert wide is not None and wide[-1] < 64 / 100**2 / 4  # far below the noise's alpha rho
