@@ -256,21 +256,15 @@ class PrivacyLedger:
             "adaptive": best.adaptive,
         }
         beside = []
-        for name, reading in readings.items():
-            result[f"{name}_epsilon"] = reading.epsilon
-            result[f"{name}_delta"] = reading.delta
-            if reading.epsilon != best.epsilon or reading.words != best.words:
-                planned = "" if reading.adaptive else " (for releases fixed in advance)"
-                beside.append(
-                    f"{reading.words}{planned}: epsilon {rounded_up(reading.epsilon)} at delta "
-                    f"{rounded_up(reading.delta)}"
-                )
-        result["method"] = (
-            best.words
-            + ("" if best.adaptive else " (for releases fixed in advance)")
-            + "; beside it: "
-            + "; ".join(beside)
-        )
+        for key, reading in readings.items():
+            result[f"{key}_epsilon"] = reading.epsilon
+            result[f"{key}_delta"] = reading.delta
+            result[f"{key}_words"] = reading.words
+            if reading.name != best.name:
+                beside.append(f"{reading.name} {rounded_up(reading.epsilon)}")
+        realized = "" if best.adaptive else " + realized deltas (valid if fixed in advance)"
+        result["method"] = f"{best.name}{realized}; also " + ", ".join(beside)
+        result["words"] = best.words
         return result
 
     # -- reporting and persistence --------------------------------------------------------------

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -52,6 +52,7 @@ from ldpcollect.accounting.renyi_filter import claim_curve
 
 RHO_0 = 1e-4  # the first tier: of zCDP rho, and of the Renyi divergence at every order
 RENYI_GROWTH = 1.05  # the Renyi tiers' ratio
+PLD_NAME = "PLD if fixed in advance"
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,8 @@ class Reading:
 
     epsilon: float
     delta: float
-    words: str
+    name: str  # short, for the ledger's one-line method
+    words: str  # the details
     adaptive: bool = True  # valid when releases are chosen after seeing earlier results
 
 
@@ -116,18 +118,20 @@ def _tier_epsilon(
 
 
 def _with_approximate(
-    eps: float, delta: float, words: str, claims: Sequence[PrivacyClaim]
+    eps: float, delta: float, name: str, words: str, claims: Sequence[PrivacyClaim]
 ) -> Reading:
     approx_eps, approx_delta, approx = _approximate(claims)
     if approx:
         words += f", plus basic composition of {approx} release(s) without a Renyi curve"
-    return Reading(eps + approx_eps, min(1.0, delta + approx_delta), words, adaptive=approx == 0)
+    return Reading(
+        eps + approx_eps, min(1.0, delta + approx_delta), name, words, adaptive=approx == 0
+    )
 
 
 def renyi_tiers(claims: Sequence[PrivacyClaim], delta: float) -> Reading:
     """Odometer A: every release's Renyi curve, the (order, tier) filters converted by CKS."""
     eps, words = _tier_epsilon([claim_curve(c) for c in claims if has_curve(c)], delta, False)
-    return _with_approximate(eps, delta, f"Renyi odometer at {words}", claims)
+    return _with_approximate(eps, delta, "Renyi tiers", f"Renyi odometer at {words}", claims)
 
 
 def zcdp_tiers(claims: Sequence[PrivacyClaim], odometer_delta: float) -> Reading:
@@ -139,7 +143,7 @@ def zcdp_tiers(claims: Sequence[PrivacyClaim], odometer_delta: float) -> Reading
     eps = cks_epsilon(RHO_0 * 2.0**tier, odometer_delta / 2.0 ** (tier + 1)) if total > 0 else 0.0
     eps += math.fsum(c.epsilon for c in rest)
     delta = min(1.0, odometer_delta + math.fsum(c.delta for c in rest))
-    return Reading(eps, delta, f"zCDP odometer tier {tier}", adaptive=not rest)
+    return Reading(eps, delta, "zCDP tiers", f"zCDP odometer tier {tier}", adaptive=not rest)
 
 
 def scheduled_delta(index: int, delta: float) -> float:
@@ -179,25 +183,34 @@ def scheduled_basic(claims: Sequence[PrivacyClaim], delta: float) -> Reading:
             pure_only = pure_only and claim.delta == 0
     eps = math.fsum(total_eps)
     if pure_only:
-        return Reading(eps, 0.0, "sum of pure epsilons")
+        return Reading(eps, 0.0, "sum of pure epsilons", "sum of pure epsilons")
     words = "basic composition, the i-th release stated at delta 6 delta_B / (pi^2 i^2)"
     if realized:
         words += f", {len(realized)} release(s) at their own delta as realized"
-    return Reading(eps, min(1.0, delta + math.fsum(realized)), words, adaptive=not realized)
+    return Reading(
+        eps,
+        min(1.0, delta + math.fsum(realized)),
+        "basic composition with scheduled deltas",
+        words,
+        adaptive=not realized,
+    )
 
 
 def planned_pld(claims: Sequence[PrivacyClaim], odometer_delta: float) -> Reading:
     """PLD composition of the releases' exact pairs, for a plan fixed in advance (inf when a
     release has no `source`, e.g. recorded before sources were kept)."""
     if any(not c.source for c in claims):
-        return Reading(math.inf, odometer_delta, "PLD: a release has no source", adaptive=False)
+        return Reading(
+            math.inf, odometer_delta, PLD_NAME, "a release has no source", adaptive=False
+        )
     # Releases without a curve (selection revealed with probability s): together at most
     # 1 - prod(1 - s) of loss +inf, on top of the rest's delta.
     kept = math.prod(1.0 - c.delta for c in claims if not has_curve(c))
     delta = min(1.0, odometer_delta + (1.0 - kept))
     sources = [c.source for c in claims]
     eps = planned_epsilon(sources, delta, odometer_delta) if delta < 1 else math.inf
-    return Reading(eps, delta, "PLD composition of the releases' exact pairs", adaptive=False)
+    words = "PLD composition of the releases' exact pairs"
+    return Reading(eps, delta, PLD_NAME, words, adaptive=False)
 
 
 def headline(claims: Sequence[PrivacyClaim], odometer_delta: float) -> Reading:
@@ -210,4 +223,4 @@ def headline(claims: Sequence[PrivacyClaim], odometer_delta: float) -> Reading:
     if best.delta == 0.0:
         return best
     extra = best.delta - half  # the realized deltas of releases without a curve
-    return Reading(best.epsilon, min(1.0, odometer_delta + extra), best.words, best.adaptive)
+    return replace(best, delta=min(1.0, odometer_delta + extra))

@@ -73,7 +73,7 @@ def test_demo_mix_scheduled_basic_composition() -> None:
     assert odo["delta"] == pytest.approx(0.5 + DELTA) and odo["adaptive"] is False
     assert odo["zcdp_tier_epsilon"] > 31  # the zCDP tiers, shown beside
     assert odo["pld_planned_epsilon"] <= odo["epsilon"]
-    assert "for releases fixed in advance" in odo["method"]
+    assert "realized deltas (valid if fixed in advance)" in odo["method"]
     assert any("realized" in note for note in ledger.summary()["notes"])
 
 
@@ -85,7 +85,7 @@ def test_without_the_unbounded_release_the_reading_is_adaptive() -> None:
     second = restated(SP, 100, Fraction(2), DELTA / 2 * 6 / (math.pi**2 * 4))
     assert odo["epsilon"] == pytest.approx(rr_pure + second, rel=1e-9)
     assert (odo["delta"], odo["adaptive"]) == (DELTA, True)
-    assert odo["method"].startswith("basic composition, the i-th release stated at delta")
+    assert odo["method"].startswith("basic composition with scheduled deltas; also Renyi")
     assert not any("realized" in note for note in ledger.summary()["notes"])
 
 
@@ -114,7 +114,7 @@ def test_count_level_releases_use_the_renyi_tiers() -> None:
     odo = ledger.odometer()
     publics = [public(r.claims) for r in ledger.releases]
     assert odo["epsilon"] == pytest.approx(renyi_tiers_by_hand(publics, DELTA / 2), rel=1e-12)
-    assert odo["method"].startswith("Renyi odometer at order")
+    assert odo["method"].startswith("Renyi tiers; also") and "order" in odo["words"]
     assert (odo["delta"], odo["adaptive"]) == (DELTA, True)
     assert 1.1 < odo["epsilon"] < 1.2 and odo["scheduled_basic_epsilon"] > odo["epsilon"]
     assert odo["pld_planned_epsilon"] == pytest.approx(0.6498, abs=1e-4)

@@ -99,8 +99,9 @@ def test_release_and_ledger_json_show_claims_budget_and_odometer(server: str) ->
     assert ledger["spent_epsilon_bun_steinke"] == pytest.approx(bun_steinke)
     assert 0 < ledger["remaining_epsilon"] < 5.0
     odometer = ledger["odometer"]
-    # The odometer may be the release's own exact figure (basic composition of one release),
-    # which is below the CKS reading of the spent rho; it is never below the release's claim.
+    # The odometer may be the release's own exact figure restated at a smaller delta (basic
+    # composition with scheduled deltas), below the CKS reading of the spent rho; it is never
+    # below the release's claim.
     (public,) = [c for c in release["claims"] if c["view"] == "public"]
     assert odometer["epsilon"] >= public["epsilon"] and odometer["delta"] == 1e-6
     assert public["headline"] and public["epsilon"] in public["figures"].values()
