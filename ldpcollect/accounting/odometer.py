@@ -168,7 +168,7 @@ def scheduled_basic(claims: Sequence[PrivacyClaim], delta: float) -> Reading:
     pure_only = True
     for index, claim in enumerate(claims, start=1):
         share = scheduled_delta(index, delta)
-        restated = restated_epsilon(claim.source, share) if claim.source else math.inf
+        restated = restated_epsilon(claim.source, share, claim.delta) if claim.source else math.inf
         if claim.rho is not None and math.isfinite(claim.rho):  # zCDP restates at any delta
             restated = min(restated, cks_epsilon(claim.rho, share))
         pure = math.inf if claim.pure_epsilon is None else claim.pure_epsilon

@@ -42,10 +42,8 @@ from ldpcollect.accounting.discrete_gaussian import (
 )
 from ldpcollect.accounting.local_pairs import BinaryPair, rr_pairs
 from ldpcollect.accounting.pld import DEFAULT_INTERVAL, LossDistribution, PldPair, envelope_pair
-from ldpcollect.accounting.release_cost import release_claims
 from ldpcollect.accounting.sp_pair import MAX_GRID, TAIL, sp_release_pairs
 from ldpcollect.errors import ParameterError
-from ldpcollect.mechanisms.registry import MECHANISM_PARAMS, mechanism_from_params
 
 SourceKey = tuple[tuple[str, str], ...]
 
@@ -139,29 +137,17 @@ def release_pld(source: Mapping[str, str], delta: float) -> PldPair | None:
     return _release_pld(source_key(source), delta)
 
 
-@lru_cache(maxsize=1024)
-def _restated(key: SourceKey, delta: float) -> float:
-    source = dict(key)
-    mechanism = mechanism_from_params(
-        source["mechanism"],
-        {k: source[k] for k in MECHANISM_PARAMS.get(source["mechanism"], ()) if k in source},
-    )
-    sigma = source.get("noise_sigma")
-    floor = source.get("participants")
-    claims = release_claims(
-        mechanism,
-        int(source["targets"]),
-        None if sigma is None else Fraction(sigma),
-        delta,
-        participants=None if floor is None else int(floor),
-    )
-    public = next(c for c in claims if c.view == "public")
-    return math.inf if public.delta > delta else public.epsilon
+@lru_cache(maxsize=4096)
+def _restated(key: SourceKey, delta: float, tune: float) -> float:
+    pair = _release_pld(key, tune)
+    return math.inf if pair is None else pair.epsilon(delta)
 
 
-def restated_epsilon(source: Mapping[str, str], delta: float) -> float:
-    """The release's public epsilon recomputed at another `delta` (inf when it has none there)."""
-    return _restated(source_key(source), delta)
+def restated_epsilon(source: Mapping[str, str], delta: float, tune: float) -> float:
+    """The release's public epsilon at another `delta`, from its pair (built for `tune`, the
+    delta its claim was stated at, so the pairs computed for the claim are reused); inf when
+    it has none there."""
+    return _restated(source_key(source), delta, tune)
 
 
 @lru_cache(maxsize=64)
