@@ -5,7 +5,8 @@ several valid bounds: the exact K-fold composition of the per-query dominating p
 response; exact hockey-stick over binomial counts), the exact profile of K releases of discrete
 Gaussian noise, and the CKS conversion of the summed Renyi curves (per order the smaller of the
 mechanism's own curve and the noise's alpha rho). Basic composition and Bun-Steinke figures
-are shown beside them.
+are shown beside them. These compose K queries fixed in advance; `eps_adaptive` is what the
+ledger's odometer reads when each query is chosen after seeing earlier results.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 from fractions import Fraction
 from typing import Any
 
+from ldpcollect.accounting import odometer
 from ldpcollect.accounting.count_level import MAX_PARTICIPANTS
 from ldpcollect.accounting.discrete_gaussian import ShiftedGaussianProfile
 from ldpcollect.accounting.events import Composition, EpsilonReport, PureDp, RenyiCurve, Zcdp
@@ -28,6 +30,7 @@ from ldpcollect.accounting.release_cost import (
     MAX_TARGETS,
     ORDERS,
     noise_rho,
+    release_claims,
     rr_count_level_epsilon,
     sensitivity_squared,
     sp_noised_epsilon,
@@ -38,6 +41,7 @@ from ldpcollect.mechanisms import Mechanism, RandomizedResponse, SamplingPrivacy
 
 MAX_EXACT_QUERIES = 200  # exact RR composition beyond this falls back to Renyi / pure bounds
 MAX_PLD_QUERIES = 1000  # SP's exact pair is composed by PLD up to this many queries
+MAX_ADAPTIVE_QUERIES = 200  # the odometer's reading is computed up to this many queries
 
 
 def _add_count_level(
@@ -62,6 +66,35 @@ def _add_count_level(
     result["notes"].append(
         f"count level: the public sees only counts over at least {participants} participants "
         "(nothing is released below that floor); the aggregator's view stays local"
+    )
+
+
+def _add_adaptive(
+    result: dict[str, Any],
+    mechanism: Mechanism,
+    queries: int,
+    delta: float,
+    n_targets: int,
+    noise_sigma: Fraction | None,
+    participants: int | None,
+) -> None:
+    """What the ledger's odometer would read after these queries if each were chosen after
+    seeing the earlier results (`odometer.headline`); `eps` assumes the K queries were fixed
+    in advance."""
+    if queries > MAX_ADAPTIVE_QUERIES:
+        result["eps_adaptive"] = None
+        result["notes"].append(f"eps_adaptive: not computed beyond {MAX_ADAPTIVE_QUERIES} queries")
+        return
+    public = release_claims(mechanism, n_targets, noise_sigma, delta, participants)[0]
+    reading = odometer.headline([public] * queries, delta)
+    valid = public.guarantee != "none" and reading.adaptive
+    result["eps_adaptive"] = _out(reading.epsilon) if valid else None
+    result["notes"].append(
+        "eps_adaptive: the ledger's odometer after these releases when each is chosen after "
+        "seeing earlier results (Renyi tiers or basic composition with scheduled deltas); eps "
+        "holds for K queries fixed in advance"
+        if valid
+        else "eps_adaptive: no adaptive bound (a release whose delta is set by the mechanism)"
     )
 
 
@@ -106,6 +139,7 @@ def queries_cost(
             result["eps_sp_exact_pair"] = _out(noise.get("eps_sp_exact_pair"))
     else:
         raise ParameterError("mechanism", mechanism, "rr or sp")
+    _add_adaptive(result, mechanism, queries, delta, n_targets, noise_sigma, participants)
     result.update(
         participants=participants,
         mechanism=mechanism.name,

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from fractions import Fraction
 
 import pytest
 from typer.testing import CliRunner
 
-from ldpcollect.accounting.release_cost import rr_count_level_epsilon, sp_noised_epsilon
-from ldpcollect.mechanisms import RandomizedResponse
+from ldpcollect.accounting.ledger import PrivacyLedger
+from ldpcollect.accounting.release_cost import (
+    release_claims,
+    rr_count_level_epsilon,
+    sp_noised_epsilon,
+)
+from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
 from ldpcollect_cli.main import app
 
 runner = CliRunner()
@@ -136,3 +142,21 @@ def test_plan_participants_floor_for_rr() -> None:
     assert rr_count_level_epsilon(rr, 1, floor - 1, 1e-6) > 1.5
     bad = runner.invoke(app, ["privacy", "plan", "--mechanism", "sp", "--epsilon", "1"])
     assert bad.exit_code == 2 and "sampling-rate" in bad.output
+
+
+def test_cost_shows_what_the_odometer_reads_when_queries_are_adaptive() -> None:
+    """`eps` composes K queries fixed in advance (PLD); `eps_adaptive` is the ledger's
+    odometer after the same K releases, each chosen after seeing the earlier results."""
+    data = run_json(
+        "cost", "--mechanism", "sp", "--sampling-rate", "1/2", "--noise-sigma", "5",
+        "--targets", "2", "--queries", "10",
+    )  # fmt: skip
+    ledger = PrivacyLedger()
+    for i in range(10):
+        claims = release_claims(SamplingPrivacy("1/2"), 2, Fraction(5), 1e-6)
+        ledger.charge(f"q{i}", claims, datetime(2025, 1, 1, tzinfo=UTC))
+    assert data["eps"] == pytest.approx(1.379, abs=5e-4)
+    assert data["eps_adaptive"] == ledger.odometer()["epsilon"]
+    assert isinstance(data["eps_adaptive"], float) and 1.379 < data["eps_adaptive"] < 2.3
+    weak = run_json("cost", "--mechanism", "sp", "--sampling-rate", "1/2", "--queries", "3")
+    assert weak["eps_adaptive"] is None
