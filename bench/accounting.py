@@ -5,7 +5,8 @@
 Each case computes a release's claims from scratch (caches cleared) and is shown beside a
 baseline measured in the same run: what the public figure cost before (SP: the noise's exact
 profile at its sensitivity; RR: the claims without a participants floor). Claims are computed
-once per query, so these are one-off costs per release.
+once per query, so these are one-off costs per release. The last cases compute the ledger's
+odometer (every reading, as GetLedger does) from scratch, beside the zCDP tiers alone.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from functools import partial
 from rich.console import Console
 from rich.table import Table
 
-from ldpcollect.accounting import count_level, release_cost, sp_pair
+from ldpcollect.accounting import count_level, odometer, release_cost, release_pld, sp_pair
+from ldpcollect.accounting.ledger import PrivacyLedger
 from ldpcollect.accounting.release_cost import release_claims
 from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
 
@@ -33,10 +35,41 @@ def _clear() -> None:
         release_cost.sp_noised_epsilon,
         release_cost.rr_count_level_epsilon,
         sp_pair.sp_target_pair,
+        sp_pair.sp_release_renyi,
+        sp_pair._target_log_pmfs,
         count_level.rr_count_pair,
         count_level.split_point,
+        release_pld._release_pld,
+        release_pld._restated,
+        release_pld._planned,
     ):
         cached.cache_clear()
+
+
+def _ledger(releases: int) -> PrivacyLedger:
+    """A ledger holding `releases` releases cycling through RR as counts over 20,000, SP with
+    noise sigma 5 and RR locally (claims computed once, before timing)."""
+    kinds = [
+        release_claims(RR, 2, None, 1e-6, participants=20_000),
+        release_claims(SP, 2, Fraction(5), 1e-6),
+        release_claims(RR, 2, None, 1e-6),
+    ]
+    ledger = PrivacyLedger()
+    for i in range(releases):
+        ledger.charge(f"q{i}", kinds[i % 3], "2025-01-01T00:00:00+00:00")
+    return ledger
+
+
+def _odometer_cases() -> list[tuple[str, Callable[[], object], float]]:
+    """The odometer's readings over a ledger, beside the zCDP tiers alone (the old headline's
+    cost): what `ledger` (GetLedger) computes, caches cleared first."""
+    cases: list[tuple[str, Callable[[], object], float]] = []
+    for releases in (10, 100):
+        ledger = _ledger(releases)
+        publics = [r.public() for r in ledger.releases]
+        baseline = _seconds(partial(odometer.zcdp_tiers, publics, 1e-6))
+        cases.append((f"odometer, {releases} mixed releases", ledger.odometer, baseline))
+    return cases
 
 
 def _seconds(work: Callable[[], object]) -> float:
@@ -74,13 +107,14 @@ def main() -> None:
                 rr_baseline,
             )
         )
+    cases += _odometer_cases()
     rows: list[dict[str, str | float]] = []
     for name, work, baseline in cases:
         rows.append({"case": name, "seconds": _seconds(work), "baseline_seconds": baseline})
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    table = Table(title="claims per release (one-off per query), baseline measured in this run")
+    table = Table(title="claims per release and the odometer, baseline measured in this run")
     for column in ("case", "seconds", "baseline s", "ratio"):
         table.add_column(column)
     for row in rows:

@@ -133,6 +133,21 @@ class LossDistribution:
     def losses(self) -> Floats:
         return (self.offset + np.arange(self.probs.size, dtype=np.float64)) * self.interval
 
+    def coarsened(self, interval: float) -> LossDistribution:
+        """The same distribution on a grid of `interval` (an integer multiple of this one),
+        every loss rounded UP to it: still pessimistic, each loss raised by less than
+        `interval`."""
+        factor = round(interval / self.interval)
+        if factor < 1 or abs(factor * self.interval - interval) > 1e-9 * interval:
+            raise ParameterError("interval", interval, f"a multiple of {self.interval}")
+        if factor == 1:
+            return LossDistribution(interval, self.offset, self.probs, self.infinity_mass)
+        index = self.offset + np.arange(self.probs.size, dtype=np.int64)
+        rounded = -((-index) // factor)  # ceiling division
+        low = int(rounded[0])
+        probs = np.bincount(rounded - low, weights=self.probs).astype(np.float64)
+        return LossDistribution(interval, low, probs, self.infinity_mass)
+
     def delta(self, epsilon: float) -> float:
         """Upper bound on the hockey-stick divergence of P against Q at `epsilon`."""
         gap = np.clip(epsilon - self.losses(), None, 0.0)
@@ -159,6 +174,9 @@ class PldPair:
     def reverse(self) -> PldPair:
         return PldPair(self.backward, self.forward)
 
+    def coarsened(self, interval: float) -> PldPair:
+        return PldPair(self.forward.coarsened(interval), self.backward.coarsened(interval))
+
     def compose(self, other: PldPair) -> PldPair:
         return PldPair(self.forward.compose(other.forward), self.backward.compose(other.backward))
 
@@ -171,6 +189,35 @@ class PldPair:
     def epsilon(self, delta: float) -> float:
         high = max(self.forward.max_loss(), self.backward.max_loss())
         return _smallest_epsilon(self.delta, delta, high)
+
+
+def compose_within(first: PldPair, second: PldPair, limit: int) -> PldPair:
+    """The composition, on a grid coarsened (doubling the interval) until it has at most
+    `limit` points. Each coarsening raises every loss by less than the interval it ends on;
+    doubling keeps the sum of those below twice the final interval."""
+    interval = max(first.forward.interval, second.forward.interval)
+    a, b = first.coarsened(interval), second.coarsened(interval)
+    result = a.compose(b)
+    while max(result.forward.probs.size, result.backward.probs.size) > limit:
+        interval *= 2
+        result = result.coarsened(interval)
+    return result
+
+
+def power_within(pair: PldPair, times: int, limit: int) -> PldPair:
+    """`times` copies composed by binary powers with `compose_within`."""
+    if isinstance(times, bool) or not isinstance(times, int) or times < 1:
+        raise ParameterError("times", times, "[1, inf) (an integer)")
+    result: PldPair | None = None
+    power = pair
+    while times:
+        if times & 1:
+            result = power if result is None else compose_within(result, power, limit)
+        times >>= 1
+        if times:
+            power = compose_within(power, power, limit)
+    assert result is not None
+    return result
 
 
 def worst_epsilon(pairs: list[PldPair], delta: float) -> float:

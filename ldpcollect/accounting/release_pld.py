@@ -41,11 +41,21 @@ from ldpcollect.accounting.discrete_gaussian import (
     tail_bound,
 )
 from ldpcollect.accounting.local_pairs import BinaryPair, rr_pairs
-from ldpcollect.accounting.pld import DEFAULT_INTERVAL, LossDistribution, PldPair, envelope_pair
+from ldpcollect.accounting.pld import (
+    DEFAULT_INTERVAL,
+    LossDistribution,
+    PldPair,
+    compose_within,
+    envelope_pair,
+    power_within,
+)
 from ldpcollect.accounting.sp_pair import MAX_GRID, TAIL, sp_release_pairs
 from ldpcollect.errors import ParameterError
 
 SourceKey = tuple[tuple[str, str], ...]
+# A plan's composition keeps at most this many loss points: long plans of strong releases
+# (losses in the hundreds) move to a coarser grid, costing at most twice its interval.
+PLAN_GRID_LIMIT = 1 << 18
 
 
 def source_key(source: Mapping[str, str]) -> SourceKey:
@@ -157,8 +167,8 @@ def _planned(keys: tuple[tuple[SourceKey, int], ...], delta: float, tune: float)
         pair = _release_pld(key, tune)
         if pair is None:
             return math.inf
-        power = pair.self_compose(count)
-        result = power if result is None else result.compose(power)
+        power = power_within(pair, count, PLAN_GRID_LIMIT)
+        result = power if result is None else compose_within(result, power, PLAN_GRID_LIMIT)
     return math.inf if result is None else result.epsilon(delta)
 
 

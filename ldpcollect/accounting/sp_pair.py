@@ -36,7 +36,8 @@ from ldpcollect.accounting.pld import DEFAULT_INTERVAL, LossDistribution, PldPai
 from ldpcollect.errors import ParameterError
 
 TAIL = 1e-20  # bound on each component's mass left off the grid
-RENYI_TAIL = 1e-80  # the same for the Renyi divergences, when the grid fits
+RENYI_TAIL = 1e-80  # the same for the Renyi divergences, when the grid fits ...
+MAX_RENYI_GRID = 1_000_000  # ... in this many points (sigma up to about 25); else the PLD
 MAX_GRID = 5_000_000
 MAX_MIXED_QUERIES = 20  # one target: every on/off mix composed exactly up to this many queries
 
@@ -52,10 +53,10 @@ def _log_mix(*terms: tuple[float, np.ndarray]) -> np.ndarray:
 
 @lru_cache(maxsize=32)
 def _target_log_pmfs(
-    sampling_rate: Fraction, sigma_sq: Fraction, tail: float = TAIL
+    sampling_rate: Fraction, sigma_sq: Fraction, tail: float = TAIL, max_grid: int = MAX_GRID
 ) -> tuple[np.ndarray, np.ndarray, float] | None:
     """log A and log U on the grid, and a bound on each one's mass off it (None past
-    `MAX_GRID`)."""
+    `max_grid` points)."""
     s = float(sampling_rate)
     if not 0 < s <= 1:
         raise ParameterError("sampling_rate", sampling_rate, "(0, 1]")
@@ -63,7 +64,7 @@ def _target_log_pmfs(
     if not var > 0:
         raise ParameterError("sigma_sq", sigma_sq, "(0, inf)")
     radius = radius_for_tail(var, tail)
-    if (2 * radius + 2) ** 2 > MAX_GRID:
+    if (2 * radius + 2) ** 2 > max_grid:
         return None
     log_g = discrete_gaussian_log_pmf(var, radius)  # x = -r..r
     minus_inf = np.array([-np.inf])
@@ -148,7 +149,7 @@ def sp_release_renyi(
     when it fits; otherwise from the pair's PLD. None past `MAX_GRID`."""
     sigma_sq = noise_sigma * noise_sigma
     rho = 1.0 / (2.0 * float(sigma_sq))  # one target's pair, sensitivity 1 given the coins
-    wide = _target_log_pmfs(Fraction(sampling_rate), sigma_sq, RENYI_TAIL)
+    wide = _target_log_pmfs(Fraction(sampling_rate), sigma_sq, RENYI_TAIL, MAX_RENYI_GRID)
     if wide is not None:
         log_a, log_u, tail = wide
         forward = _grid_renyi(log_a, log_u, orders, tail, rho)

@@ -10,7 +10,7 @@ import pytest
 
 from ldpcollect.accounting.local_pairs import rr_pairs, worst_delta
 from ldpcollect.accounting.local_pairs import worst_epsilon as exact_epsilon
-from ldpcollect.accounting.pld import LossDistribution, PldPair, envelope
+from ldpcollect.accounting.pld import LossDistribution, PldPair, envelope, power_within
 from ldpcollect.errors import ParameterError
 
 
@@ -51,3 +51,27 @@ def test_bad_input_is_refused() -> None:
         RR.epsilon(1.5)
     with pytest.raises(ParameterError, match="candidates"):
         envelope([])
+
+
+def test_a_coarser_grid_stays_above_and_within_its_interval() -> None:
+    pld = RR.compose(RR.reverse()).self_compose(10)
+    coarse = pld.coarsened(16e-4)
+    for eps in np.linspace(0.0, 60.0, 121):
+        assert coarse.delta(float(eps)) >= pld.delta(float(eps)) - 1e-15
+    assert pld.epsilon(1e-6) <= coarse.epsilon(1e-6) <= pld.epsilon(1e-6) + 16e-4
+    with pytest.raises(ParameterError, match="multiple"):
+        pld.coarsened(1.5e-4)
+
+
+@pytest.mark.parametrize("queries", [1, 40])
+def test_bounded_composition_costs_at_most_twice_its_final_interval(queries: int) -> None:
+    """Forty local RR answers (losses up to 208) kept within 2^17 points: a coarser grid, never
+    below the exact composition, and above it by at most twice the final interval; one answer
+    fits on the original grid."""
+    pair = RR.compose(RR.reverse())
+    bounded = power_within(pair, queries, 1 << 17)
+    exact = exact_epsilon(rr_pairs(0.85, 0.3, 2, queries), 1e-6)
+    interval = bounded.forward.interval
+    assert max(bounded.forward.probs.size, bounded.backward.probs.size) <= 1 << 17
+    assert exact <= bounded.epsilon(1e-6) <= exact + 2 * queries * 1e-4 + 2 * interval
+    assert (interval > 1e-4) is (queries == 40)
