@@ -169,3 +169,38 @@ def test_wide_noise_divergences_from_the_pld_bound_the_grid_ones() -> None:
             assert max(f, b) <= g + 2e-4 * alpha
     wide = sp_release_renyi(HALF, Fraction(100), 2, FILTER_ORDERS)
     assert wide is not None and wide[-1] < 64 / 100**2 / 4  # far below the noise's alpha rho
+
+
+def enumerated_renyi(p: np.ndarray, q: np.ndarray, alpha: float) -> float:
+    """D_alpha over the enumerated outputs where both are above 1e-15 (there the truncated
+    noise changes nothing that matters: it drops mass below e^-50); leaving out the rest only
+    lowers the sum, so this is at most the true divergence."""
+    mask = (p > 1e-15) & (q > 1e-15)
+    terms = alpha * np.log(p[mask]) + (1 - alpha) * np.log(q[mask])
+    top = float(terms.max())
+    return (top + math.log(float(np.exp(terms - top).sum()))) / (alpha - 1)
+
+
+@pytest.mark.parametrize(("n", "s"), [(1, "1"), (2, "1"), (2, "1/2")])
+def test_renyi_claims_hold_and_a_halved_rho_is_caught(n: int, s: str) -> None:
+    """Every neighbouring pair of a small population, two targets, sigma 1: the divergences
+    the filter charges (rho = 1 / sigma^2 and the exact pair's curve) are never below the
+    enumerated ones. With s = 1 (every device at a target selected) charging the noise at
+    sensitivity 1 (rho halved) is caught; at s = 1/2 the selection coin hides so much that
+    even half the rho still holds (the exact curve is far below it)."""
+    dists, pairs, _ = sp_dists(n, 2, float(Fraction(s)), 1.0)
+    public = release_claims(SamplingPrivacy(s), 2, Fraction(1), 1e-4)[0]
+    assert public.rho == 1.0
+    caught = False
+    for alpha in (1.5, 2.0, 4.0):
+        worst = max(
+            max(
+                enumerated_renyi(dists[a], dists[b], alpha),
+                enumerated_renyi(dists[b], dists[a], alpha),
+            )
+            for a, b in pairs
+        )
+        assert worst <= alpha * public.rho * (1 + 1e-9)
+        assert worst <= public.renyi[f"{alpha:g}"] * (1 + 1e-9) + 1e-12
+        caught = caught or worst > alpha * public.rho / 2
+    assert caught is (s == "1")
