@@ -94,11 +94,9 @@ def renyi_tier_delta(tier: int, odometer_delta: float) -> float:
     return odometer_delta * 6.0 / (len(FILTER_ORDERS) * math.pi**2 * (tier + 1) ** 2)
 
 
-def _tier_epsilon(
-    curves: Sequence[np.ndarray], delta: float, tail_bound: bool
-) -> tuple[float, str]:
-    """The smallest epsilon over the (order, tier) filters still admitting the summed curve:
-    CKS conversion, or the loss tail bound b + ln(1/delta)/(alpha-1) (`tail_bound`)."""
+def _tier_epsilon(curves: Sequence[np.ndarray], delta: float) -> tuple[float, str]:
+    """The smallest CKS epsilon over the (order, tier) filters still admitting the summed
+    curve, and which filter gives it."""
     if not curves:
         return 0.0, "nothing with a Renyi curve"
     spent = np.sum(curves, axis=0)
@@ -109,8 +107,7 @@ def _tier_epsilon(
         tier = _tier(total, RENYI_GROWTH)
         budget = RHO_0 * RENYI_GROWTH**tier
         share = renyi_tier_delta(tier, delta)
-        cost = math.log(1.0 / share) / (alpha - 1.0) if tail_bound else cks_term(alpha, share)
-        eps = max(0.0, budget + cost)
+        eps = max(0.0, budget + cks_term(alpha, share))
         if eps < best:
             best = eps
             words = f"order {alpha:g}, tier {tier} (divergence <= {budget:.4g}, delta {share:.3g})"
@@ -130,7 +127,7 @@ def _with_approximate(
 
 def renyi_tiers(claims: Sequence[PrivacyClaim], delta: float) -> Reading:
     """Odometer A: every release's Renyi curve, the (order, tier) filters converted by CKS."""
-    eps, words = _tier_epsilon([claim_curve(c) for c in claims if has_curve(c)], delta, False)
+    eps, words = _tier_epsilon([claim_curve(c) for c in claims if has_curve(c)], delta)
     return _with_approximate(eps, delta, "Renyi tiers", f"Renyi odometer at {words}", claims)
 
 
