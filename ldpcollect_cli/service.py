@@ -120,6 +120,29 @@ def serve(
             "only the Collector and health).",
         ),
     ] = False,
+    role: Annotated[
+        str,
+        typer.Option(
+            "--role",
+            help="trusted (one aggregator, the default), or a secure-mode aggregator: leader "
+            "(devices upload to it; needs --helper) or helper (docs/secure-mode.md).",
+        ),
+    ] = "trusted",
+    helper: Annotated[
+        str | None, typer.Option("--helper", help="Leader: the helper's HOST:PORT.")
+    ] = None,
+    peer_token: Annotated[
+        str,
+        typer.Option(
+            "--peer-token",
+            envvar="LDPCOLLECT_PEER_TOKEN",
+            help="Leader and helper: the bearer token the leader presents to the helper.",
+        ),
+    ] = "",
+    helper_tls_ca: Annotated[
+        Path | None,
+        typer.Option("--helper-tls-ca", help="Leader: PEM CA to verify a TLS helper."),
+    ] = None,
 ) -> None:
     """Run the aggregator (gRPC Collector + Admin) until SIGINT/SIGTERM. Plaintext unless
     --tls-cert/--tls-key are given (a warning says so when listening beyond loopback)."""
@@ -138,6 +161,11 @@ def serve(
         stream_idle_timeout,
         reflection,
     )
+    if role != "trusted":
+        from ldpcollect_cli.secure_serving import serve_secure
+
+        guarded(lambda: serve_secure(role, settings, helper, peer_token, helper_tls_ca))
+        return
     guarded(lambda: serve_blocking(settings))
 
 
