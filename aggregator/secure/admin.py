@@ -8,6 +8,8 @@ import asyncio
 import secrets
 
 from aggregator.errors import Invalid, Unavailable
+from aggregator.protoconv import ledger_to_proto
+from aggregator.release import set_budget_function
 from aggregator.secure.collect import collect_shares
 from aggregator.secure.helper_client import HelperClient
 from aggregator.secure.queries import query_message
@@ -20,6 +22,7 @@ from ldpcollect.release_noise import validate_noise_sigma
 from ldpcollect.secure.query_vdaf import query_vdaf, upload_round, vdaf_kind
 from ldpcollect.secure.sealing import HpkeConfig, HpkeKeyPair, SealingError
 from ldpcollect.v1 import aggregation_pb2 as apb
+from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect.vdaf.prio3 import VERIFY_KEY_SIZE
 from ldpcollect.wire import mechanism_from_proto, validate_query_id
@@ -28,6 +31,7 @@ from ldpcollect.wire import mechanism_from_proto, validate_query_id
 class LeaderAdmin:
     def __init__(self, store: SecureStore, key_pair: HpkeKeyPair, helper: HelperClient) -> None:
         self.store, self.key_pair, self.helper = store, key_pair, helper
+        self._collect = asyncio.Lock()  # one release at a time: the ledger's check holds
 
     async def create(self, request: spb.CreateSecureQueryRequest) -> spb.SecureQuery:
         query_id = request.query_id or f"sq-{secrets.token_hex(6)}"
@@ -98,4 +102,13 @@ class LeaderAdmin:
         return await self.get(query_id)
 
     async def collect(self, query_id: str) -> spb.CollectSharesResponse:
-        return await collect_shares(self.store, self.helper, query_id)
+        async with self._collect:
+            return await collect_shares(self.store, self.helper, query_id)
+
+    async def ledger(self) -> pb.Ledger:
+        return ledger_to_proto(await asyncio.to_thread(self.store.ledger))
+
+    async def set_budget(self, request: pb.SetBudgetRequest) -> pb.Ledger:
+        update = set_budget_function(request.epsilon, request.delta, filter=request.filter)
+        async with self._collect:
+            return ledger_to_proto(await asyncio.to_thread(self.store.update_ledger, update))

@@ -129,6 +129,12 @@ class SecureAdminService(spb_grpc.SecureAdminServicer):
     ) -> spb.CollectSharesResponse:
         return await self._run(context, self.admin.collect(request.query_id))
 
+    async def GetSecureLedger(self, request: pb.GetLedgerRequest, context: Context) -> pb.Ledger:
+        return await self._run(context, self.admin.ledger())
+
+    async def SetSecureBudget(self, request: pb.SetBudgetRequest, context: Context) -> pb.Ledger:
+        return await self._run(context, self.admin.set_budget(request))
+
 
 class HelperService(apb_grpc.HelperServicer):
     def __init__(self, handler: HelperHandler, peer_token: str) -> None:

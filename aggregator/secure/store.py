@@ -182,13 +182,21 @@ class SecureStore:
 
         return self._locked(lambda: self._transaction(work))
 
-    def release(self, query_id: str, seal: Callable[[StoredQuery], bytes]) -> bytes:
-        """Seal this aggregator's noised share once; a retry gets the same bytes back."""
+    def release(
+        self,
+        query_id: str,
+        seal: Callable[[StoredQuery], bytes],
+        charge: Callable[[str | None], str] | None = None,
+    ) -> bytes:
+        """Seal this aggregator's noised share once (and charge the ledger with `charge`, in
+        the same transaction); a retry gets the same bytes back and charges nothing."""
 
         def work(db: sqlite3.Connection) -> bytes:
             query = self._query(db, query_id)
             if query.sealed_share is not None:
                 return query.sealed_share
+            if charge is not None:
+                self._put_ledger(db, charge(self._ledger(db)))
             sealed = seal(query)
             db.execute(
                 "UPDATE secure_queries SET state = ?, sealed_share = ? WHERE query_id = ?",
@@ -197,6 +205,27 @@ class SecureStore:
             return sealed
 
         return self._locked(lambda: self._transaction(work))
+
+    # -- leader: the secure ledger -----------------------------------------------------------
+    def ledger(self) -> str | None:
+        return self._locked(lambda: self._ledger(self.db))
+
+    def update_ledger(self, update: Callable[[str | None], str]) -> str:
+        def work(db: sqlite3.Connection) -> str:
+            body = update(self._ledger(db))
+            self._put_ledger(db, body)
+            return body
+
+        return self._locked(lambda: self._transaction(work))
+
+    @staticmethod
+    def _ledger(db: sqlite3.Connection) -> str | None:
+        row = db.execute("SELECT body FROM secure_ledger WHERE id = 1").fetchone()
+        return None if row is None else str(row[0])
+
+    @staticmethod
+    def _put_ledger(db: sqlite3.Connection, body: str) -> None:
+        db.execute("INSERT OR REPLACE INTO secure_ledger (id, body) VALUES (1, ?)", (body,))
 
     # -- leader: held reports and jobs -------------------------------------------------------
     def hold_reports(

@@ -318,12 +318,20 @@ class CollectSharesResponse(_message.Message):
     LEADER_SHARE_FIELD_NUMBER: _builtins.int
     HELPER_SHARE_FIELD_NUMBER: _builtins.int
     REPORTS_FIELD_NUMBER: _builtins.int
+    CLAIMS_FIELD_NUMBER: _builtins.int
     leader_share: _builtins.bytes
     helper_share: _builtins.bytes
     reports: _builtins.int
     """Reports in the aggregate (the same at both aggregators)."""
     @_builtins.property
     def query(self) -> Global___SecureQuery: ...
+    @_builtins.property
+    def claims(self) -> _containers.RepeatedCompositeFieldContainer[_ldpcollect_pb2.PrivacyClaim]:
+        """The release's privacy, per view: "aggregator" (one aggregator alone), "collector+aggregator"
+        (the collector colluding with one aggregator: protected by the other's noise) and
+        "public" (what the secure ledger charges).
+        """
+
     def __init__(
         self,
         *,
@@ -331,10 +339,11 @@ class CollectSharesResponse(_message.Message):
         leader_share: _builtins.bytes = ...,
         helper_share: _builtins.bytes = ...,
         reports: _builtins.int = ...,
+        claims: _abc.Iterable[_ldpcollect_pb2.PrivacyClaim] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["query", b"query"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["helper_share", b"helper_share", "leader_share", b"leader_share", "query", b"query", "reports", b"reports"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claims", b"claims", "helper_share", b"helper_share", "leader_share", b"leader_share", "query", b"query", "reports", b"reports"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

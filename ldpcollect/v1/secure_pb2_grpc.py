@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from ldpcollect.v1 import ldpcollect_pb2 as ldpcollect_dot_v1_dot_ldpcollect__pb2
 from ldpcollect.v1 import secure_pb2 as ldpcollect_dot_v1_dot_secure__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -212,6 +213,16 @@ class SecureAdminStub:
                 request_serializer=ldpcollect_dot_v1_dot_secure__pb2.CollectSharesRequest.SerializeToString,
                 response_deserializer=ldpcollect_dot_v1_dot_secure__pb2.CollectSharesResponse.FromString,
                 _registered_method=True)
+        self.GetSecureLedger = channel.unary_unary(
+                '/ldpcollect.v1.SecureAdmin/GetSecureLedger',
+                request_serializer=ldpcollect_dot_v1_dot_ldpcollect__pb2.GetLedgerRequest.SerializeToString,
+                response_deserializer=ldpcollect_dot_v1_dot_ldpcollect__pb2.Ledger.FromString,
+                _registered_method=True)
+        self.SetSecureBudget = channel.unary_unary(
+                '/ldpcollect.v1.SecureAdmin/SetSecureBudget',
+                request_serializer=ldpcollect_dot_v1_dot_ldpcollect__pb2.SetBudgetRequest.SerializeToString,
+                response_deserializer=ldpcollect_dot_v1_dot_ldpcollect__pb2.Ledger.FromString,
+                _registered_method=True)
 
 
 class SecureAdminServicer:
@@ -242,6 +253,19 @@ class SecureAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetSecureLedger(self, request, context):
+        """The secure queries' own ledger at the leader (the trusted mode's ledger is separate).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetSecureBudget(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SecureAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -264,6 +288,16 @@ def add_SecureAdminServicer_to_server(servicer, server):
                     servicer.CollectShares,
                     request_deserializer=ldpcollect_dot_v1_dot_secure__pb2.CollectSharesRequest.FromString,
                     response_serializer=ldpcollect_dot_v1_dot_secure__pb2.CollectSharesResponse.SerializeToString,
+            ),
+            'GetSecureLedger': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSecureLedger,
+                    request_deserializer=ldpcollect_dot_v1_dot_ldpcollect__pb2.GetLedgerRequest.FromString,
+                    response_serializer=ldpcollect_dot_v1_dot_ldpcollect__pb2.Ledger.SerializeToString,
+            ),
+            'SetSecureBudget': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetSecureBudget,
+                    request_deserializer=ldpcollect_dot_v1_dot_ldpcollect__pb2.SetBudgetRequest.FromString,
+                    response_serializer=ldpcollect_dot_v1_dot_ldpcollect__pb2.Ledger.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -374,6 +408,60 @@ class SecureAdmin:
             '/ldpcollect.v1.SecureAdmin/CollectShares',
             ldpcollect_dot_v1_dot_secure__pb2.CollectSharesRequest.SerializeToString,
             ldpcollect_dot_v1_dot_secure__pb2.CollectSharesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSecureLedger(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ldpcollect.v1.SecureAdmin/GetSecureLedger',
+            ldpcollect_dot_v1_dot_ldpcollect__pb2.GetLedgerRequest.SerializeToString,
+            ldpcollect_dot_v1_dot_ldpcollect__pb2.Ledger.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetSecureBudget(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ldpcollect.v1.SecureAdmin/SetSecureBudget',
+            ldpcollect_dot_v1_dot_ldpcollect__pb2.SetBudgetRequest.SerializeToString,
+            ldpcollect_dot_v1_dot_ldpcollect__pb2.Ledger.FromString,
             options,
             channel_credentials,
             insecure,

@@ -13,6 +13,7 @@ The leader-helper contract is aggregation.proto. docs/secure-mode.md explains th
 
 from collections import abc as _abc
 from grpc import aio as _aio
+from ldpcollect.v1 import ldpcollect_pb2 as _ldpcollect_pb2
 from ldpcollect.v1 import secure_pb2 as _secure_pb2
 import abc as _abc_1
 import grpc as _grpc
@@ -84,6 +85,9 @@ class SecureAdminStub:
     CloseSecureQuery: _grpc.UnaryUnaryMultiCallable[_secure_pb2.CloseSecureQueryRequest, _secure_pb2.SecureQuery]
     CollectShares: _grpc.UnaryUnaryMultiCallable[_secure_pb2.CollectSharesRequest, _secure_pb2.CollectSharesResponse]
     """Release once: needs the query closed, every report aggregated and min_reports reached."""
+    GetSecureLedger: _grpc.UnaryUnaryMultiCallable[_ldpcollect_pb2.GetLedgerRequest, _ldpcollect_pb2.Ledger]
+    """The secure queries' own ledger at the leader (the trusted mode's ledger is separate)."""
+    SetSecureBudget: _grpc.UnaryUnaryMultiCallable[_ldpcollect_pb2.SetBudgetRequest, _ldpcollect_pb2.Ledger]
 
 @_typing.type_check_only
 class SecureAdminAsyncStub(SecureAdminStub):
@@ -93,6 +97,9 @@ class SecureAdminAsyncStub(SecureAdminStub):
     CloseSecureQuery: _aio.UnaryUnaryMultiCallable[_secure_pb2.CloseSecureQueryRequest, _secure_pb2.SecureQuery]  # type: ignore[assignment]
     CollectShares: _aio.UnaryUnaryMultiCallable[_secure_pb2.CollectSharesRequest, _secure_pb2.CollectSharesResponse]  # type: ignore[assignment]
     """Release once: needs the query closed, every report aggregated and min_reports reached."""
+    GetSecureLedger: _aio.UnaryUnaryMultiCallable[_ldpcollect_pb2.GetLedgerRequest, _ldpcollect_pb2.Ledger]  # type: ignore[assignment]
+    """The secure queries' own ledger at the leader (the trusted mode's ledger is separate)."""
+    SetSecureBudget: _aio.UnaryUnaryMultiCallable[_ldpcollect_pb2.SetBudgetRequest, _ldpcollect_pb2.Ledger]  # type: ignore[assignment]
 
 class SecureAdminServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -123,5 +130,20 @@ class SecureAdminServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_secure_pb2.CollectSharesResponse, _abc.Awaitable[_secure_pb2.CollectSharesResponse]]:
         """Release once: needs the query closed, every report aggregated and min_reports reached."""
+
+    @_abc_1.abstractmethod
+    def GetSecureLedger(
+        self,
+        request: _ldpcollect_pb2.GetLedgerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ldpcollect_pb2.Ledger, _abc.Awaitable[_ldpcollect_pb2.Ledger]]:
+        """The secure queries' own ledger at the leader (the trusted mode's ledger is separate)."""
+
+    @_abc_1.abstractmethod
+    def SetSecureBudget(
+        self,
+        request: _ldpcollect_pb2.SetBudgetRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ldpcollect_pb2.Ledger, _abc.Awaitable[_ldpcollect_pb2.Ledger]]: ...
 
 def add_SecureAdminServicer_to_server(servicer: SecureAdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from math import isqrt
+from pathlib import Path
 
 import grpc
 import pytest
@@ -18,6 +19,7 @@ from ldpcollect.secure.key_file import load_or_create_key_pair
 from ldpcollect.secure.sampling_pair import PRIO3_SAMPLING_PAIR
 from ldpcollect.secure.sealing import HpkeKeyPair, generate_key_pair
 from ldpcollect.secure.upload import BitsVdaf, SecureReport, answer_vdaf
+from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect.vdaf.field import Field128
 from ldpcollect.vdaf.flp import Flp
@@ -197,3 +199,28 @@ def test_a_release_gives_each_noised_share_once(pair: Pair, collector: HpkeKeyPa
         second = release_secure_query(channel, ADMIN, collector, query.query_id)
     assert first.round_counts == second.round_counts  # the same noise, not fresh draws
     assert first.noise_variance_per_count > 2 * 3.9  # both aggregators' sigma^2 = 4
+
+
+def test_the_secure_ledger_refuses_over_budget_before_either_share_and_states_three_views(
+    tmp_path: Path, collector: HpkeKeyPair
+) -> None:
+    with secure_pair(tmp_path) as pair, pair.channel() as channel:
+        stub = admin_stub(channel)
+        query = create_secure_query(channel, ADMIN, collector, RR, TARGETS, 1, noise_sigma="2")
+        device = SecureDevice(fetch_query(channel, query.query_id))
+        upload(channel, [device.seal_measurement([0, 1] * 3) for _ in range(4)])
+        aggregated(channel, query.query_id)
+        stub.SetSecureBudget(pb.SetBudgetRequest(epsilon=0.01, delta=1e-6), metadata=AUTH)
+        with pytest.raises(grpc.RpcError) as refused:
+            release_secure_query(channel, ADMIN, collector, query.query_id)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        stub.SetSecureBudget(pb.SetBudgetRequest(epsilon=0, delta=0), metadata=AUTH)
+        answer = stub.CollectShares(
+            spb.CollectSharesRequest(query_id=query.query_id), metadata=AUTH
+        )  # the helper had released nothing: it releases now
+        ledger = stub.GetSecureLedger(pb.GetLedgerRequest(), metadata=AUTH)
+    views = {claim.view: claim for claim in answer.claims}
+    assert set(views) == {"aggregator", "collector+aggregator", "public"}
+    assert views["aggregator"].epsilon == 0.0
+    assert 0 < views["public"].epsilon == views["collector+aggregator"].epsilon < float("inf")
+    assert [entry.query_id for entry in ledger.entries][-1] == query.query_id

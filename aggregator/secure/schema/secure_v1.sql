@@ -46,3 +46,9 @@ CREATE TABLE IF NOT EXISTS helper_reports (
     job_id BLOB NOT NULL,
     PRIMARY KEY (query_id, report_id)
 ) WITHOUT ROWID;
+
+-- Leader: the secure queries' privacy ledger (aggregator.release.StoredLedger's JSON).
+CREATE TABLE IF NOT EXISTS secure_ledger (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    body TEXT NOT NULL
+);
