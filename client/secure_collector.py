@@ -6,6 +6,7 @@ noise)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -17,6 +18,7 @@ from ldpcollect.accounting.discrete_gaussian import discrete_gaussian_variance
 from ldpcollect.mechanisms import Estimates, Mechanism
 from ldpcollect.secure.query_vdaf import query_vdaf, round_counts, vdaf_kind
 from ldpcollect.secure.sealing import ROLE_HELPER, ROLE_LEADER, HpkeKeyPair, open_aggregate_share
+from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
 from ldpcollect.wire import mechanism_from_proto, mechanism_to_proto
@@ -59,6 +61,8 @@ class SecureRelease:
     reports: int
     noise_variance_per_count: float
     estimates: Estimates
+    # The release's privacy per view, as the leader's ledger recorded it.
+    claims: list[pb.PrivacyClaim]
 
 
 def signed(value: int, modulus: int) -> int:
@@ -88,16 +92,29 @@ def open_release(collector: HpkeKeyPair, answer: spb.CollectSharesResponse) -> S
     estimates = mechanism.estimate(
         np.asarray(rows, dtype=np.int64), int(answer.reports), count_noise_variance=variance
     )
-    return SecureRelease(query, mechanism, rows, int(answer.reports), variance, estimates)
+    return SecureRelease(
+        query, mechanism, rows, int(answer.reports), variance, estimates, list(answer.claims)
+    )
 
 
 def release_secure_query(
-    channel: grpc.Channel, token: str, collector: HpkeKeyPair, query_id: str
+    channel: grpc.Channel,
+    token: str,
+    collector: HpkeKeyPair,
+    query_id: str,
+    wait_s: float = 300.0,
 ) -> SecureRelease:
+    """Close, wait up to `wait_s` for held reports to be aggregated, collect, open."""
     stub = spb_grpc.SecureAdminStub(channel)
-    stub.CloseSecureQuery(
+    closed = stub.CloseSecureQuery(
         spb.CloseSecureQueryRequest(query_id=query_id), metadata=_auth(token), timeout=60
     )
+    deadline = time.monotonic() + wait_s
+    while closed.pending_reports and time.monotonic() < deadline:
+        time.sleep(0.2)  # held reports still being aggregated with the helper
+        closed = stub.GetSecureQuery(
+            spb.GetSecureQueryRequest(query_id=query_id), metadata=_auth(token), timeout=60
+        )
     answer = stub.CollectShares(
         spb.CollectSharesRequest(query_id=query_id), metadata=_auth(token), timeout=120
     )

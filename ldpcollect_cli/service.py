@@ -471,7 +471,16 @@ def fleet_run(
 
 # ---------------------------------------------------------------------------------------------
 def demo(
-    devices: Annotated[int, typer.Option("--devices", "-n", min=100, max=1_000_000)] = 20_000,
+    devices: Annotated[
+        int | None,
+        typer.Option(
+            "--devices",
+            "-n",
+            min=100,
+            max=1_000_000,
+            help="Simulated devices (default 20,000; with --secure 3,000: sealing is slow).",
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option("--seed")] = 2024,
     mode: Annotated[str, typer.Option("--mode", help="unary, stream or batch.")] = "batch",
     top: Annotated[int, typer.Option("--top", min=1, max=100, help="Busiest cells shown.")] = 10,
@@ -487,12 +496,33 @@ def demo(
         typer.Option("--maps", help="Folder for each release's map (PNG and HTML, with truth)."),
     ] = None,
     json_out: Json = False,
+    secure: Annotated[
+        bool,
+        typer.Option(
+            "--secure",
+            help="Secure mode: a leader and a helper (separate processes); devices seal "
+            "secret shares; each aggregator adds noise (docs/secure-mode.md).",
+        ),
+    ] = False,
 ) -> None:
     """End to end: aggregator on SQLite, RR and SP queries, 20,000 devices, releases, stop."""
     from ldpcollect_cli.demo import DemoSettings, run_demo
 
+    if secure:
+        from ldpcollect_cli.secure_demo import (
+            SECURE_DEMO_DEVICES,
+            SecureDemoSettings,
+            run_secure_demo,
+        )
+
+        secure_settings = SecureDemoSettings(
+            devices=devices or SECURE_DEMO_DEVICES, seed=seed, top=top, json_out=json_out
+        )
+        guarded(lambda: run_secure_demo(secure_settings, console))
+        return
+
     settings = DemoSettings(
-        devices=devices,
+        devices=devices or 20_000,
         seed=seed,
         mode=mode,
         top=top,
