@@ -100,68 +100,83 @@ def finish(
 
 
 class AggregationDriver:
+    """`workers` jobs in flight at once, so the leader's half of one job overlaps the
+    helper's half of another (each side then keeps its own core busy)."""
+
     def __init__(
         self,
         store: SecureStore,
         helper: HelperClient,
         metrics: SecureMetrics,
         batch: int = 200,
+        workers: int = 2,
     ) -> None:
         self.store, self.helper = store, helper
-        self.metrics, self.batch = metrics, batch
+        self.metrics, self.batch, self.workers = metrics, batch, workers
         self.wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._busy: set[bytes] = set()
+        self._claiming = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._loop())
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._worker()) for _ in range(self.workers)]
         self.wake.set()  # held reports from before a restart
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
+        self._tasks = []
 
-    async def _loop(self) -> None:
+    async def _worker(self) -> None:
         backoff = 0.2
         while True:
-            await self.wake.wait()
-            self.wake.clear()
-            while True:
-                try:
-                    progressed = await self.run_once()
-                except (Unavailable, HelperGarbage) as error:
-                    reason = "UNAVAILABLE" if isinstance(error, Unavailable) else "GARBAGE"
-                    self.metrics.helper_failures.labels(reason).inc()
-                    log.warning(
-                        "helper did not finish a job (%s); retrying in %.1fs", error, backoff
-                    )
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, 5.0)
-                    continue
-                except Exception:
-                    log.exception("aggregation job failed; retrying")
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, 5.0)
-                    continue
-                backoff = 0.2
-                if not progressed:
-                    break
+            try:
+                progressed = await self.run_once()
+            except (Unavailable, HelperGarbage) as error:
+                reason = "UNAVAILABLE" if isinstance(error, Unavailable) else "GARBAGE"
+                self.metrics.helper_failures.labels(reason).inc()
+                log.warning("helper did not finish a job (%s); retrying in %.1fs", error, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            except Exception:
+                log.exception("aggregation job failed; retrying in %.1fs", backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            backoff = 0.2
+            if not progressed:
+                self.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), timeout=1.0)
 
     async def run_once(self) -> bool:
-        """One job for the first query with held reports; False when none is held."""
+        """One job for the first query with held reports; False when none is free."""
         pending = await asyncio.to_thread(self.store.pending)
         for query_id in sorted(pending):
             query = await asyncio.to_thread(self.store.query, query_id)
             if query.state == RELEASED:
                 continue
-            job = await asyncio.to_thread(
-                self.store.claim_job, query_id, self.batch, secrets.token_bytes(16)
-            )
-            if job is None:
-                continue
-            await self.run_job(query, *job)
+            async with self._claiming:  # claim and mark busy as one step
+                job = await asyncio.to_thread(
+                    self.store.claim_job,
+                    query_id,
+                    self.batch,
+                    secrets.token_bytes(16),
+                    frozenset(self._busy),
+                )
+                if job is None:
+                    continue
+                job_id, held = job
+                self._busy.add(job_id)
+            try:
+                await self.run_job(query, job_id, held)
+            finally:
+                self._busy.discard(job_id)
             return True
         return False
 

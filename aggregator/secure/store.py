@@ -260,19 +260,24 @@ class SecureStore:
         return self._locked(lambda: self._transaction(work))
 
     def claim_job(
-        self, query_id: str, limit: int, new_job_id: bytes
+        self, query_id: str, limit: int, new_job_id: bytes, busy: frozenset[bytes] = frozenset()
     ) -> tuple[bytes, list[HeldReport]] | None:
-        """The query's unfinished job (after a restart: the same job id and reports), else a
-        new job of up to `limit` held reports; None when nothing is pending."""
+        """An unfinished job of the query not in `busy` (after a restart: the same job id and
+        reports as before), else a new job of up to `limit` held reports; None when nothing
+        is pending outside `busy`."""
 
         def work(db: sqlite3.Connection) -> tuple[bytes, list[HeldReport]] | None:
-            row = db.execute(
-                "SELECT job_id FROM secure_reports WHERE query_id = ? AND outcome IS NULL "
-                "AND job_id IS NOT NULL LIMIT 1",
-                (query_id,),
-            ).fetchone()
-            job_id = bytes(row[0]) if row is not None else new_job_id
-            if row is None:
+            unfinished = [
+                bytes(r[0])
+                for r in db.execute(
+                    "SELECT DISTINCT job_id FROM secure_reports WHERE query_id = ? "
+                    "AND outcome IS NULL AND job_id IS NOT NULL",
+                    (query_id,),
+                )
+            ]
+            free = [job for job in unfinished if job not in busy]
+            job_id = free[0] if free else new_job_id
+            if not free:
                 db.execute(
                     "UPDATE secure_reports SET job_id = ? WHERE query_id = ? AND report_id IN "
                     "(SELECT report_id FROM secure_reports WHERE query_id = ? AND outcome IS "
@@ -299,10 +304,22 @@ class SecureStore:
         merge: Callable[[bytes], bytes],
     ) -> None:
         """In one transaction: each report's outcome ('' aggregated, else the refusal), its
-        bytes dropped, and the aggregate share replaced by `merge(old)`."""
+        bytes dropped, and the aggregate share replaced by `merge(old)`. A job finished
+        before changes nothing (idempotent)."""
 
         def work(db: sqlite3.Connection) -> None:
             query = self._query(db, query_id)
+            (open_reports,) = db.execute(
+                "SELECT COUNT(*) FROM secure_reports WHERE query_id = ? AND job_id = ? "
+                "AND outcome IS NULL",
+                (query_id, job_id),
+            ).fetchone()
+            if open_reports == 0:
+                return  # finished before (a job is counted once, whoever finishes it again)
+            if open_reports != len(outcomes):
+                raise RuntimeError(
+                    f"job holds {open_reports} open reports but {len(outcomes)} outcomes came"
+                )
             accepted = sum(1 for _, outcome in outcomes if not outcome)
             db.executemany(
                 "UPDATE secure_reports SET outcome = ?, body = NULL, leader_share = NULL, "

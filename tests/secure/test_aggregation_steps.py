@@ -118,3 +118,26 @@ def test_the_leader_refuses_a_helper_answer_that_does_not_match_its_job(tmp_path
     )
     outcomes, _ = finish(leader.query("q"), half, wrong)
     assert {o for _, o in outcomes} == {"HELPER_MISMATCH"}
+
+
+def test_a_job_finished_twice_is_counted_once(tmp_path: Path) -> None:
+    leader, helper = stores(tmp_path)
+    handler = HelperHandler(helper, HELPER, SecureMetrics())
+    rng = random.Random(5)
+    for report in [held(rng, [1, 1, 0, 0]) for _ in range(2)]:
+        leader.hold_reports("q", [(report.report_id, report.body, report.leader_share)])
+    job = leader.claim_job("q", 10, b"e" * 16)
+    assert job is not None
+    job_id, reports = job
+    assert leader.claim_job("q", 10, b"f" * 16, frozenset({job_id})) is None
+    half = leader_half(leader.query("q"), job_id, reports)
+    outcomes, total = finish(leader.query("q"), half, handler.aggregate(half.request))
+    vdaf = query_vdaf(ROUND_VDAF, T)
+
+    def merge(old: bytes) -> bytes:
+        return vdaf.encode_agg_share(vdaf.merge([vdaf.decode_agg_share(old), total]))
+
+    leader.finish_job("q", job_id, outcomes, merge)
+    leader.finish_job("q", job_id, outcomes, merge)  # a second worker, or a replayed finish
+    assert leader.query("q").aggregated == 2
+    assert leader.query("q").aggregate == vdaf.encode_agg_share(total)
