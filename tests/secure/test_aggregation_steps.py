@@ -13,9 +13,10 @@ from aggregator.secure.aggregation_driver import HelperGarbage, finish, leader_h
 from aggregator.secure.aggregation_handler import HelperHandler
 from aggregator.secure.metrics import SecureMetrics
 from aggregator.secure.store import HeldReport, SecureStore
+from aggregator.secure.upload import LeaderUpload
 from ldpcollect.secure.query_vdaf import ROUND_VDAF, query_vdaf
 from ldpcollect.secure.sealing import ROLE_LEADER, generate_key_pair, open_input_share
-from ldpcollect.secure.upload import shard_report
+from ldpcollect.secure.upload import SecureReport, shard_report
 from ldpcollect.v1 import aggregation_pb2 as apb
 
 T = 4
@@ -83,12 +84,16 @@ def test_a_retried_job_is_answered_from_the_record_and_counted_once(tmp_path: Pa
 
 def test_a_report_id_from_another_job_is_a_replay(tmp_path: Path) -> None:
     leader, helper = stores(tmp_path)
-    handler = HelperHandler(helper, HELPER, SecureMetrics())
+    metrics = SecureMetrics()
+    handler = HelperHandler(helper, HELPER, metrics)
     report = held(random.Random(2), [0, 1, 1, 0])
     handler.aggregate(leader_half(leader.query("q"), b"a" * 16, [report]).request)
     replay = handler.aggregate(leader_half(leader.query("q"), b"b" * 16, [report]).request)
     assert replay.results[0].refusal == "REPLAY"
     assert (helper.query("q").aggregated, helper.query("q").refused) == (1, 1)
+    sample = metrics.registry.get_sample_value
+    assert sample("ldpcollect_secure_reports_total", {"outcome": "REPLAY"}) == 1
+    assert sample("ldpcollect_secure_reports_total", {"outcome": "aggregated"}) == 1
 
 
 def test_a_tampered_verifier_share_fails_the_proof_at_the_helper(tmp_path: Path) -> None:
@@ -141,3 +146,28 @@ def test_a_job_finished_twice_is_counted_once(tmp_path: Path) -> None:
     leader.finish_job("q", job_id, outcomes, merge)  # a second worker, or a replayed finish
     assert leader.query("q").aggregated == 2
     assert leader.query("q").aggregate == vdaf.encode_agg_share(total)
+
+
+def test_the_leader_counts_each_refused_upload_by_reason_and_holds_nothing(
+    tmp_path: Path,
+) -> None:
+    leader, _ = stores(tmp_path)
+    metrics = SecureMetrics()
+    uploads = LeaderUpload(leader, LEADER, metrics, lambda: None)
+    good = held(random.Random(6), [1, 0, 0, 1])
+    report = SecureReport.decode(good.body)
+    flipped = bytearray(report.leader_ciphertext)
+    flipped[-1] ^= 1
+    bad = SecureReport(
+        "q", 1, report.report_id, report.public_share, bytes(flipped), report.helper_ciphertext
+    )
+    result = uploads.upload([bad.encode(), b"junk", good.body, good.body])
+    assert (result.accepted, result.duplicates) == (1, 1)
+    assert [(index, type(refusal).__name__) for index, _, refusal in result.rejected] == [
+        (0, "ReportRefused"),
+        (1, "ReportRefused"),
+    ]
+    sample = metrics.registry.get_sample_value
+    assert sample("ldpcollect_secure_uploads_total", {"outcome": "BAD_CIPHERTEXT"}) == 1
+    assert sample("ldpcollect_secure_uploads_total", {"outcome": "MALFORMED"}) == 1
+    assert leader.pending("q") == {"q": 1}
