@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 
-from aggregator.errors import Invalid, Unavailable
+from aggregator.errors import AlreadyExists, Invalid, Unavailable
 from aggregator.protoconv import ledger_to_proto
 from aggregator.release import set_budget_function
 from aggregator.secure.collect import collect_shares
@@ -54,6 +54,8 @@ class LeaderAdmin:
             HpkeConfig.decode(request.collector_hpke_config)
         except SealingError as error:
             raise Invalid(f"collector HPKE config: {error}") from None
+        if await asyncio.to_thread(self.store.has_query, query_id):
+            raise AlreadyExists(f"secure query {query_id!r} already exists")
         kind = vdaf_kind(mechanism.name)
         helper_config = await self.helper.hpke_config()
         try:

@@ -140,6 +140,13 @@ class SecureStore:
 
         self._locked(lambda: self._transaction(work))
 
+    def has_query(self, query_id: str) -> bool:
+        def work() -> bool:
+            found = self.db.execute("SELECT 1 FROM secure_queries WHERE query_id = ?", (query_id,))
+            return found.fetchone() is not None
+
+        return self._locked(work)
+
     def query(self, query_id: str) -> StoredQuery:
         return self._locked(lambda: self._query(self.db, query_id))
 
