@@ -19,12 +19,11 @@ from client.secure_collector import create_secure_query
 from client.secure_device import fetch_query, upload
 from ldpcollect import bits, geo
 from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
-from ldpcollect.secure.key_file import load_or_create_key_pair
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect_cli.demo import aggregator_subprocess, block_targets
-from ldpcollect_cli.secure_demo import role_subprocess, seal_chunk
+from ldpcollect_cli.secure_demo import seal_chunk, secure_deployment
 
 BATCH = 500
 
@@ -43,29 +42,22 @@ def _sealed(query: spb.SecureQuery, targets: list[int], n: int) -> list[bytes]:
 def secure_path_rate(mechanism: str, n: int) -> float:
     """Reports per second from the first upload until all are aggregated at both."""
     targets = block_targets(geo.DEFAULT_CENTER)
-    admin, peer = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
     mech = RandomizedResponse("0.85", "0.3") if mechanism == "rr" else SamplingPrivacy("0.5")
-    with tempfile.TemporaryDirectory(prefix="bench-secure-") as tmp:
-        folder = Path(tmp)
-        collector = load_or_create_key_pair(folder / "collector.key")
-        with (
-            role_subprocess("helper", folder / "helper.db", admin, peer) as helper,
-            role_subprocess("leader", folder / "leader.db", admin, peer, helper) as leader,
-            grpc.insecure_channel(leader) as channel,
-        ):
-            created = create_secure_query(channel, admin, collector, mech, targets, 1)
-            query = fetch_query(channel, created.query_id)
-            bodies = _sealed(query, targets, n)
-            start = time.perf_counter()
-            for i in range(0, n, BATCH):
-                done = upload(channel, bodies[i : i + BATCH])
-                assert not done.rejected, done.rejected[0].message
-            while True:
-                state = fetch_query(channel, query.query_id)
-                if state.aggregated_reports + state.refused_reports >= n:
-                    break
-                time.sleep(0.02)
-            seconds = time.perf_counter() - start
+    with secure_deployment("bench-secure-") as run:
+        channel = run.channel
+        created = create_secure_query(channel, run.admin_token, run.collector, mech, targets, 1)
+        query = fetch_query(channel, created.query_id)
+        bodies = _sealed(query, targets, n)
+        start = time.perf_counter()
+        for i in range(0, n, BATCH):
+            done = upload(channel, bodies[i : i + BATCH])
+            assert not done.rejected, done.rejected[0].message
+        while True:
+            state = fetch_query(channel, query.query_id)
+            if state.aggregated_reports + state.refused_reports >= n:
+                break
+            time.sleep(0.02)
+        seconds = time.perf_counter() - start
     return n / seconds
 
 

@@ -12,11 +12,7 @@ FLP proof in Python): see docs/secure-mode.md for the figures.
 
 from __future__ import annotations
 
-import os
 import secrets
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -36,11 +32,13 @@ from client.secure_device import SecureDevice, fetch_query, upload
 from ldpcollect import geo
 from ldpcollect.mechanisms import Mechanism, RandomizedResponse, SamplingPrivacy
 from ldpcollect.secure.key_file import load_or_create_key_pair
+from ldpcollect.secure.sealing import HpkeKeyPair
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect_cli.demo import block_targets
 from ldpcollect_cli.secure_release import release_message, views_json
 from ldpcollect_cli.secure_serving import secure_ready_prefix
+from ldpcollect_cli.serve_subprocess import serve_subprocess
 from ldpcollect_cli.service_render import print_json, privacy_table, release_json
 
 NOISE_SIGMA = "2"
@@ -66,32 +64,39 @@ def role_subprocess(
     role: str, db: Path, admin_token: str, peer_token: str, helper: str | None = None
 ) -> Iterator[str]:
     """`ldpcollect serve --role ROLE` on 127.0.0.1:0; yields its address; stops it."""
-    env = {**os.environ, "LDPCOLLECT_ADMIN_TOKEN": admin_token}
-    env["LDPCOLLECT_PEER_TOKEN"] = peer_token
-    command = [sys.executable, "-m", "ldpcollect_cli.main", "serve", "--role", role]
-    command += ["--db", str(db), "--listen", "127.0.0.1:0"]
+    args = ["--role", role, "--db", str(db), "--listen", "127.0.0.1:0"]
     if helper is not None:
-        command += ["--helper", helper]
-    proc = subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    prefix = secure_ready_prefix(role)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line.startswith(prefix):
-            proc.kill()
-            _, err = proc.communicate(timeout=10)
-            raise OSError(f"the {role} did not start: {line.strip()} {err.strip()}")
-        yield line[len(prefix) :].split()[0]
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        args += ["--helper", helper]
+    env = {"LDPCOLLECT_ADMIN_TOKEN": admin_token, "LDPCOLLECT_PEER_TOKEN": peer_token}
+    with serve_subprocess(args, env, secure_ready_prefix(role), f"the {role}") as address:
+        yield address
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A helper and a leader on temporary SQLite files, a channel to the leader, the admin
+    token and the collector's key."""
+
+    folder: Path
+    helper: str
+    leader: str
+    channel: grpc.Channel
+    admin_token: str
+    collector: HpkeKeyPair
+
+
+@contextmanager
+def secure_deployment(prefix: str) -> Iterator[Deployment]:
+    admin, peer = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        folder = Path(tmp)
+        collector = load_or_create_key_pair(folder / "collector.key")
+        with (
+            role_subprocess("helper", folder / "helper.db", admin, peer) as helper,
+            role_subprocess("leader", folder / "leader.db", admin, peer, helper) as leader,
+            grpc.insecure_channel(leader) as channel,
+        ):
+            yield Deployment(folder, helper, leader, channel, admin, collector)
 
 
 def seal_chunk(query_bytes: bytes, locations: list[int]) -> list[bytes]:
@@ -111,30 +116,26 @@ def run_secure_demo(settings: SecureDemoSettings, console: Console) -> None:
     for cell in locations:
         if cell in truth:
             truth[cell] += 1
-    admin, peer = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
     say = console.print if not settings.json_out else (lambda *a, **k: None)
-    with tempfile.TemporaryDirectory(prefix="ldpcollect-secure-demo-") as tmp:
-        folder = Path(tmp)
-        collector = load_or_create_key_pair(folder / "collector.key")
-        with (
-            role_subprocess("helper", folder / "helper.db", admin, peer) as helper,
-            role_subprocess("leader", folder / "leader.db", admin, peer, helper) as leader,
-            grpc.insecure_channel(leader) as channel,
-        ):
-            say(f"helper on {helper}, leader on {leader} (separate processes, SQLite in {tmp})")
-            mechanisms: dict[str, tuple[Mechanism, str]] = {
-                "rr": (RandomizedResponse("0.85", "0.3"), ""),
-                "sp": (SamplingPrivacy("0.5"), NOISE_SIGMA),
-            }
-            releases: dict[str, pb.QueryRelease] = {}
-            for name, (mechanism, sigma) in mechanisms.items():
-                created = create_secure_query(
-                    channel, admin, collector, mechanism, targets, 100, sigma, f"demo-secure-{name}"
-                )
-                query = fetch_query(channel, created.query_id)
-                _upload_fleet(channel, query, locations, settings, console)
-                release = release_secure_query(channel, admin, collector, query.query_id)
-                releases[name] = release_message(release, release.claims)
+    with secure_deployment("ldpcollect-secure-demo-") as run:
+        channel, admin, collector = run.channel, run.admin_token, run.collector
+        say(
+            f"helper on {run.helper}, leader on {run.leader} "
+            f"(separate processes, SQLite in {run.folder})"
+        )
+        mechanisms: dict[str, tuple[Mechanism, str]] = {
+            "rr": (RandomizedResponse("0.85", "0.3"), ""),
+            "sp": (SamplingPrivacy("0.5"), NOISE_SIGMA),
+        }
+        releases: dict[str, pb.QueryRelease] = {}
+        for name, (mechanism, sigma) in mechanisms.items():
+            created = create_secure_query(
+                channel, admin, collector, mechanism, targets, 100, sigma, f"demo-secure-{name}"
+            )
+            query = fetch_query(channel, created.query_id)
+            _upload_fleet(channel, query, locations, settings, console)
+            release = release_secure_query(channel, admin, collector, query.query_id)
+            releases[name] = release_message(release, release.claims)
         seconds = time.perf_counter() - started
     _show(settings, console, targets, truth, releases, seconds)
 
