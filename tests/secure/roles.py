@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -31,15 +31,17 @@ class Role:
     db: Path
     listen: str
     helper: str | None = None
+    extra: tuple[str, ...] = ()
     proc: subprocess.Popen[str] | None = None
     address: str = ""
-    log: list[str] = field(default_factory=list)
+    ready_line: str = ""
 
     def start(self) -> None:
         command = [sys.executable, "-m", "ldpcollect_cli.main", "serve", "--role", self.role]
         command += ["--db", str(self.db), "--listen", self.listen]
         if self.helper is not None:
             command += ["--helper", self.helper]
+        command += self.extra
         env = cli_env(ADMIN, LDPCOLLECT_PEER_TOKEN=PEER)
         self.proc = subprocess.Popen(
             command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -50,6 +52,7 @@ class Role:
         if not line.startswith(prefix):
             self.proc.kill()
             raise AssertionError(f"{self.role} did not start: {line}{self.proc.stderr.read()}")
+        self.ready_line = line
         self.address = line[len(prefix) :].split()[0]
         self.listen = self.address  # a restart binds the same port
 

@@ -1,0 +1,75 @@
+"""The README's by-hand run through the real CLI: a helper serving TLS, a leader reaching it
+with --helper-tls-ca, `ldpcollect secure create|simulate`, and `ldpcollect release --secure
+--json` opening both shares with the collector key file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.cli.tls_certs import make_tls_files
+from tests.secure.roles import ADMIN, Role
+from tests.serving import run_cli
+
+
+def test_by_hand_with_a_tls_helper_and_release_secure(tmp_path: Path) -> None:
+    tls = make_tls_files(tmp_path)
+    helper = Role(
+        "helper",
+        tmp_path / "helper.db",
+        "127.0.0.1:0",
+        extra=("--tls-cert", str(tls.cert), "--tls-key", str(tls.key)),
+    )
+    helper.start()
+    assert "(TLS," in helper.ready_line
+    leader = Role(
+        "leader",
+        tmp_path / "leader.db",
+        "127.0.0.1:0",
+        helper=helper.address,
+        extra=("--helper-tls-ca", str(tls.ca)),
+    )
+    key = str(tmp_path / "collector.key")
+    try:
+        leader.start()
+        server = leader.address
+        run_cli(
+            ADMIN,
+            "secure",
+            "create",
+            "-q",
+            "hand",
+            "--mechanism",
+            "rr",
+            "--flip1",
+            "0.85",
+            "--flip2",
+            "0.3",
+            "--targets",
+            "1,2,3",
+            "--min-reports",
+            "20",
+            "--collector-key",
+            key,
+            server=server,
+        )
+        run_cli(ADMIN, "secure", "simulate", "-q", "hand", "-n", "30", server=server)
+        done = run_cli(
+            ADMIN,
+            "release",
+            "--secure",
+            "-q",
+            "hand",
+            "--collector-key",
+            key,
+            "--json",
+            server=server,
+        )
+    finally:
+        leader.stop()
+        helper.stop()
+    data = json.loads(done.stdout)
+    assert data["release"]["participants"] == 30
+    assert [e["location_id"] for e in data["release"]["estimates"]] == [1, 2, 3]
+    assert set(data["views"]) == {"aggregator", "collector+aggregator", "public"}
+    assert (Path(key).stat().st_mode & 0o777) == 0o600
