@@ -5,6 +5,7 @@ with --helper-tls-ca, `ldpcollect secure create|simulate`, and `ldpcollect relea
 from __future__ import annotations
 
 import json
+import urllib.request
 from pathlib import Path
 
 from tests.cli.tls_certs import make_tls_files
@@ -27,44 +28,23 @@ def test_by_hand_with_a_tls_helper_and_release_secure(tmp_path: Path) -> None:
         tmp_path / "leader.db",
         "127.0.0.1:0",
         helper=helper.address,
-        extra=("--helper-tls-ca", str(tls.ca)),
+        extra=("--helper-tls-ca", str(tls.ca), "--metrics-port", "0"),
     )
     key = str(tmp_path / "collector.key")
     try:
         leader.start()
         server = leader.address
-        run_cli(
-            ADMIN,
-            "secure",
-            "create",
-            "-q",
-            "hand",
-            "--mechanism",
-            "rr",
-            "--flip1",
-            "0.85",
-            "--flip2",
-            "0.3",
-            "--targets",
-            "1,2,3",
-            "--min-reports",
-            "20",
-            "--collector-key",
-            key,
-            server=server,
-        )
+        rr = ["--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3", "--targets", "1,2,3"]
+        create = ["secure", "create", "-q", "hand", *rr, "--min-reports", "20"]
+        run_cli(ADMIN, *create, "--collector-key", key, server=server)
         run_cli(ADMIN, "secure", "simulate", "-q", "hand", "-n", "30", server=server)
-        done = run_cli(
-            ADMIN,
-            "release",
-            "--secure",
-            "-q",
-            "hand",
-            "--collector-key",
-            key,
-            "--json",
-            server=server,
-        )
+        bad = run_cli(ADMIN, "secure", "simulate", "-q", "nope", server=server, ok=False)
+        assert bad.returncode == 1 and "NOT_FOUND" in bad.stderr
+        release = ["release", "--secure", "-q", "hand", "--collector-key", key, "--json"]
+        done = run_cli(ADMIN, *release, server=server)
+        metrics_port = leader.ready_line.split("metrics on port ")[1].split(")")[0]
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics") as page:
+            metrics = page.read().decode()
     finally:
         leader.stop()
         helper.stop()
@@ -73,3 +53,5 @@ def test_by_hand_with_a_tls_helper_and_release_secure(tmp_path: Path) -> None:
     assert [e["location_id"] for e in data["release"]["estimates"]] == [1, 2, 3]
     assert set(data["views"]) == {"aggregator", "collector+aggregator", "public"}
     assert (Path(key).stat().st_mode & 0o777) == 0o600
+    assert 'ldpcollect_secure_uploads_total{outcome="accepted"} 30.0' in metrics
+    assert 'ldpcollect_secure_reports_total{outcome="aggregated"} 30.0' in metrics
