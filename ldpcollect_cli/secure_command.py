@@ -1,7 +1,8 @@
 """`ldpcollect secure ...`: the operator's and a test fleet's side of secure mode, against a
 leader (`ldpcollect serve --role leader`): create a query sealed to the collector's key, upload
-simulated devices, show, set the secure ledger's budget, and release (close, collect both
-noised shares, open them with the collector key, debias)."""
+simulated devices, set the secure ledger's budget, and release (close, collect both noised
+shares, open them with the collector key, debias). Heavy modules load inside the commands, so
+`ldpcollect --help` stays fast."""
 
 from __future__ import annotations
 
@@ -14,14 +15,10 @@ from rich.console import Console
 from rich.table import Table
 
 from client.channels import open_channel
-from client.secure_collector import create_secure_query, release_secure_query
-from client.secure_device import SecureDevice, fetch_query, upload
 from ldpcollect.errors import ParameterError
 from ldpcollect.secure.key_file import load_or_create_key_pair
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
-from ldpcollect_cli.secure_release import release_message, views_json
-from ldpcollect_cli.service import _mechanism
 from ldpcollect_cli.service_errors import guarded
 from ldpcollect_cli.service_options import Json, Server, TlsCa, Token
 from ldpcollect_cli.service_render import ledger_json, print_json, release_json
@@ -70,6 +67,9 @@ def create(
     """Create a secure query at the leader (it provisions the helper)."""
 
     def work() -> None:
+        from client.secure_collector import create_secure_query
+        from ldpcollect_cli.service import _mechanism
+
         mech = _mechanism(mechanism, flip1, flip2, sampling_rate)
         cells = [int(part) for part in targets.split(",") if part.strip()]
         collector = load_or_create_key_pair(collector_key)
@@ -103,6 +103,8 @@ def simulate(
     """Simulated devices at random targets (or elsewhere) draw, seal and upload once."""
 
     def work() -> None:
+        from client.secure_device import SecureDevice, fetch_query, upload
+
         rng = random.Random(seed)
         with open_channel(server, tls_ca) as channel:
             device = SecureDevice(fetch_query(channel, query_id))
@@ -142,6 +144,9 @@ def print_secure_release(
     json_out: bool,
 ) -> None:
     """The release as a table and the views in words (or JSON: the release and the views)."""
+    from client.secure_collector import release_secure_query
+    from ldpcollect_cli.secure_release import release_message, views_json
+
     collector = load_or_create_key_pair(collector_key)
     with open_channel(server, tls_ca) as channel:
         opened = release_secure_query(channel, _need(admin_token), collector, query_id)
