@@ -179,9 +179,9 @@ def release(
                 raise ParameterError(
                     "--secure", query, "with --query only (no maps, files or --from-json yet)"
                 )
-            from ldpcollect_cli.secure_command import print_secure_release
+            from ldpcollect_cli.secure_release import print_secure_release
 
-            print_secure_release(query, collector_key, server, admin_token, tls_ca, json_out)
+            print_secure_release(query, collector_key, admin_token, server, tls_ca, json_out)
             return
         if (query is None) == (from_json is None):
             raise ParameterError("--query/--from-json", (query, from_json), "exactly one of them")

@@ -12,7 +12,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from client.channels import open_channel
 from ldpcollect.errors import ParameterError
@@ -21,7 +20,7 @@ from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
 from ldpcollect_cli.service_errors import guarded
 from ldpcollect_cli.service_options import Json, Server, TlsCa, Token
-from ldpcollect_cli.service_render import ledger_json, print_json, release_json
+from ldpcollect_cli.service_render import ledger_json, print_json
 
 console = Console()
 app = typer.Typer(
@@ -130,47 +129,13 @@ def release(
     json_out: Json = False,
 ) -> None:
     """Close, collect both noised shares, open, debias; prints estimates and the views."""
+    from ldpcollect_cli.secure_release import print_secure_release
+
     guarded(
-        lambda: print_secure_release(query_id, collector_key, server, admin_token, tls_ca, json_out)
-    )
-
-
-def print_secure_release(
-    query_id: str,
-    collector_key: Path,
-    server: str,
-    admin_token: str,
-    tls_ca: Path | None,
-    json_out: bool,
-) -> None:
-    """The release as a table and the views in words (or JSON: the release and the views)."""
-    from client.secure_collector import release_secure_query
-    from ldpcollect_cli.secure_release import release_message, views_json
-
-    collector = load_or_create_key_pair(collector_key)
-    with open_channel(server, tls_ca) as channel:
-        opened = release_secure_query(channel, _need(admin_token), collector, query_id)
-    message = release_message(opened, opened.claims)
-    views = views_json(opened.claims)
-    if json_out:
-        print_json({"release": release_json(message), "views": views})
-        return
-    table = Table(title=f"secure release of {query_id}, {opened.reports:,} reports")
-    for column in ("cell", "estimate", "std err", "95% interval", "round counts"):
-        table.add_column(column, justify="right")
-    for e in message.estimates:
-        table.add_row(
-            str(e.location_id),
-            f"{e.estimate:.1f}",
-            f"{e.std_error:.1f}",
-            f"[{e.ci_low:.1f}, {e.ci_high:.1f}]",
-            ", ".join(str(c) for c in e.round_counts),
+        lambda: print_secure_release(
+            query_id, collector_key, _need(admin_token), server, tls_ca, json_out
         )
-    console.print(table)
-    for view in views.values():
-        epsilon = view["epsilon"]
-        number = "unbounded" if epsilon is None else f"epsilon {epsilon:.3g}"
-        console.print(f"{view['words']}: {number} at delta {view['delta']:g}")
+    )
 
 
 @app.command("budget")
