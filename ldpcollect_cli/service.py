@@ -166,6 +166,8 @@ def serve(
 
         guarded(lambda: serve_secure(role, settings, helper, peer_token, helper_tls_ca))
         return
+    if helper is not None or helper_tls_ca is not None:
+        guarded(lambda: _refuse_helper_options(helper))
     guarded(lambda: serve_blocking(settings))
 
 
@@ -270,6 +272,10 @@ def query_create(
             console.print(queries_table([query]))
 
     guarded(work)
+
+
+def _refuse_helper_options(helper: str | None) -> None:
+    raise ParameterError("--helper/--helper-tls-ca", helper, "given only with --role leader")
 
 
 def _mechanism(

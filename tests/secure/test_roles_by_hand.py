@@ -55,3 +55,19 @@ def test_by_hand_with_a_tls_helper_and_release_secure(tmp_path: Path) -> None:
     assert (Path(key).stat().st_mode & 0o777) == 0o600
     assert 'ldpcollect_secure_uploads_total{outcome="accepted"} 30.0' in metrics
     assert 'ldpcollect_secure_reports_total{outcome="aggregated"} 30.0' in metrics
+
+
+def test_serve_refuses_role_option_mistakes_naming_the_option(tmp_path: Path) -> None:
+    db = ["--db", str(tmp_path / "x.db"), "--listen", "127.0.0.1:0"]
+    cases = {
+        ("--role", "bogus", "--peer-token", "p"): "--role",
+        ("--role", "leader", "--peer-token", "p"): "--helper",
+        ("--role", "helper"): "--peer-token",
+        ("--role", "helper", "--peer-token", "p", "--helper", "h:1"): "--helper",
+        ("--helper", "h:1"): "--helper",
+    }
+    for args, option in cases.items():
+        done = run_cli(ADMIN, "serve", *args, *db, ok=False)
+        assert done.returncode == 2, (args, done.stderr)
+        assert option in done.stderr, (args, done.stderr)
+    assert not (tmp_path / "x.db.secure").exists()
