@@ -72,7 +72,7 @@ bench-vdaf: install
 	$(BIN)/python bench/vdaf.py
 
 bench-secure: install
-	$(BIN)/python bench/secure.py
+	$(BIN)/python -m bench.secure
 
 bench-overload: install
 	$(BIN)/python -m bench.overload

@@ -14,11 +14,7 @@ With `--postprocess` it also reports the error of the post-processed estimates, 
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -47,6 +43,7 @@ from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect_cli.release_html import write_html
 from ldpcollect_cli.release_map import write_png
 from ldpcollect_cli.release_view import ReleaseView
+from ldpcollect_cli.serve_subprocess import serve_subprocess
 from ldpcollect_cli.service_render import (
     bound,
     ledger_json,
@@ -86,28 +83,10 @@ def block_targets(center: tuple[float, float], side: int = BLOCK) -> list[int]:
 @contextmanager
 def aggregator_subprocess(db: Path, token: str) -> Iterator[str]:
     """`ldpcollect serve` on 127.0.0.1:0 in a child process; yields its address; stops it."""
-    env = {**os.environ, "LDPCOLLECT_ADMIN_TOKEN": token}
-    command = [sys.executable, "-m", "ldpcollect_cli.main", "serve", "--db", str(db)]
-    command += ["--listen", "127.0.0.1:0"]
-    proc = subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line.startswith(READY_PREFIX):
-            proc.kill()
-            _, err = proc.communicate(timeout=10)
-            raise OSError(f"aggregator did not start: {line.strip()} {err.strip()}")
-        yield line[len(READY_PREFIX) :].split()[0]
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    args = ["--db", str(db), "--listen", "127.0.0.1:0"]
+    env = {"LDPCOLLECT_ADMIN_TOKEN": token}
+    with serve_subprocess(args, env, READY_PREFIX, "aggregator") as address:
+        yield address
 
 
 def run_demo(settings: DemoSettings, console: Console) -> None:

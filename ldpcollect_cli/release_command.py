@@ -152,12 +152,37 @@ def release(
     admin_token: Token = "",
     tls_ca: TlsCa = None,
     json_out: Json = False,
+    secure: Annotated[
+        bool,
+        typer.Option(
+            "--secure",
+            help="A secure-mode query (--server is its leader): collect both aggregators' "
+            "noised, sealed shares and open them with --collector-key (docs/secure-mode.md).",
+        ),
+    ] = False,
+    collector_key: Annotated[
+        Path,
+        typer.Option(
+            "--collector-key",
+            envvar="LDPCOLLECT_COLLECTOR_KEY",
+            help="With --secure: the collector's HPKE key file given at query creation.",
+        ),
+    ] = Path("ldpcollect-collector.key"),
 ) -> None:
     """Release a closed query's estimates (or show the release if it already happened), or
     reload a saved one; optionally map and export it."""
     console = Console()
 
     def work() -> None:
+        if secure:
+            if query is None or from_json or map_files or geojson or csv or truth:
+                raise ParameterError(
+                    "--secure", query, "with --query only (no maps, files or --from-json yet)"
+                )
+            from ldpcollect_cli.secure_release import print_secure_release
+
+            print_secure_release(query, collector_key, admin_token, server, tls_ca, json_out)
+            return
         if (query is None) == (from_json is None):
             raise ParameterError("--query/--from-json", (query, from_json), "exactly one of them")
         if postprocess is not None and postprocess not in METHODS:

@@ -120,6 +120,29 @@ def serve(
             "only the Collector and health).",
         ),
     ] = False,
+    role: Annotated[
+        str,
+        typer.Option(
+            "--role",
+            help="trusted (one aggregator, the default), or a secure-mode aggregator: leader "
+            "(devices upload to it; needs --helper) or helper (docs/secure-mode.md).",
+        ),
+    ] = "trusted",
+    helper: Annotated[
+        str | None, typer.Option("--helper", help="Leader: the helper's HOST:PORT.")
+    ] = None,
+    peer_token: Annotated[
+        str,
+        typer.Option(
+            "--peer-token",
+            envvar="LDPCOLLECT_PEER_TOKEN",
+            help="Leader and helper: the bearer token the leader presents to the helper.",
+        ),
+    ] = "",
+    helper_tls_ca: Annotated[
+        Path | None,
+        typer.Option("--helper-tls-ca", help="Leader: PEM CA to verify a TLS helper."),
+    ] = None,
 ) -> None:
     """Run the aggregator (gRPC Collector + Admin) until SIGINT/SIGTERM. Plaintext unless
     --tls-cert/--tls-key are given (a warning says so when listening beyond loopback)."""
@@ -138,6 +161,13 @@ def serve(
         stream_idle_timeout,
         reflection,
     )
+    if role != "trusted":
+        from ldpcollect_cli.secure_serving import serve_secure
+
+        guarded(lambda: serve_secure(role, settings, helper, peer_token, helper_tls_ca))
+        return
+    if helper is not None or helper_tls_ca is not None:
+        guarded(lambda: _refuse_helper_options(helper))
     guarded(lambda: serve_blocking(settings))
 
 
@@ -242,6 +272,10 @@ def query_create(
             console.print(queries_table([query]))
 
     guarded(work)
+
+
+def _refuse_helper_options(helper: str | None) -> None:
+    raise ParameterError("--helper/--helper-tls-ca", helper, "given only with --role leader")
 
 
 def _mechanism(
@@ -443,7 +477,16 @@ def fleet_run(
 
 # ---------------------------------------------------------------------------------------------
 def demo(
-    devices: Annotated[int, typer.Option("--devices", "-n", min=100, max=1_000_000)] = 20_000,
+    devices: Annotated[
+        int | None,
+        typer.Option(
+            "--devices",
+            "-n",
+            min=100,
+            max=1_000_000,
+            help="Simulated devices (default 20,000; with --secure 3,000: sealing is slow).",
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option("--seed")] = 2024,
     mode: Annotated[str, typer.Option("--mode", help="unary, stream or batch.")] = "batch",
     top: Annotated[int, typer.Option("--top", min=1, max=100, help="Busiest cells shown.")] = 10,
@@ -459,12 +502,33 @@ def demo(
         typer.Option("--maps", help="Folder for each release's map (PNG and HTML, with truth)."),
     ] = None,
     json_out: Json = False,
+    secure: Annotated[
+        bool,
+        typer.Option(
+            "--secure",
+            help="Secure mode: a leader and a helper (separate processes); devices seal "
+            "secret shares; each aggregator adds noise (docs/secure-mode.md).",
+        ),
+    ] = False,
 ) -> None:
     """End to end: aggregator on SQLite, RR and SP queries, 20,000 devices, releases, stop."""
     from ldpcollect_cli.demo import DemoSettings, run_demo
 
+    if secure:
+        from ldpcollect_cli.secure_demo import (
+            SECURE_DEMO_DEVICES,
+            SecureDemoSettings,
+            run_secure_demo,
+        )
+
+        secure_settings = SecureDemoSettings(
+            devices=devices or SECURE_DEMO_DEVICES, seed=seed, top=top, json_out=json_out
+        )
+        guarded(lambda: run_secure_demo(secure_settings, console))
+        return
+
     settings = DemoSettings(
-        devices=devices,
+        devices=devices or 20_000,
         seed=seed,
         mode=mode,
         top=top,

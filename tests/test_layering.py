@@ -29,6 +29,9 @@ GRPC_EDGE = {
     "aggregator.rpc_handlers",  # their registration: request bytes decoded, aborts bounded
     "aggregator.status_map",  # refusals -> statuses, the one table
     "aggregator.metrics",  # metrics labelled by status
+    "aggregator.secure.server",  # secure roles: the server
+    "aggregator.secure.services",  # their servicers
+    "aggregator.secure.helper_client",  # the leader's calls to the helper
 }
 
 

@@ -1,0 +1,158 @@
+"""Helper: its side of aggregation.proto (served by `services`, which checks the peer token).
+
+It provisions queries; for each aggregation job it opens the sealed shares, verifies them with
+the leader's verifier shares, aggregates the valid ones and commits (answer, report ids,
+aggregate share) in one transaction before answering. A job id seen before gets its stored
+answer; a report id seen in another job is refused as REPLAY. It gives its noised aggregate
+share once per query (a retry gets the same bytes)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from aggregator.errors import FailedPrecondition, Invalid
+from aggregator.secure.metrics import SecureMetrics
+from aggregator.secure.queries import vdaf_of
+from aggregator.secure.release_share import noised_sealed_share
+from aggregator.secure.store import SecureStore, StoredQuery
+from ldpcollect.release_noise import validate_noise_sigma
+from ldpcollect.secure.query_vdaf import VDAF_KINDS, query_vdaf, upload_round
+from ldpcollect.secure.sealing import ROLE_HELPER, HpkeConfig, HpkeKeyPair, SealingError
+from ldpcollect.secure.upload import (
+    ReportRejected,
+    SecureFormatError,
+    SecureReport,
+    open_and_verify_init,
+)
+from ldpcollect.v1 import aggregation_pb2 as apb
+from ldpcollect.vdaf.errors import VdafError
+from ldpcollect.vdaf.prio3 import VERIFY_KEY_SIZE
+from ldpcollect.wire import validate_query_id
+
+REPLAY = "REPLAY"
+
+
+def verify_job(
+    query: StoredQuery,
+    key_pair: HpkeKeyPair,
+    request: apb.AggregationJobRequest,
+    seen: set[bytes],
+) -> tuple[list[apb.HelperResult], list[int], int]:
+    """The helper's half of one job: per report the verifier message or a refusal, the sum
+    of the accepted output shares, and how many were accepted."""
+    vdaf = vdaf_of(query)
+    total = vdaf.agg_init()
+    accepted = 0
+    results = []
+    in_job: set[bytes] = set()
+    for item in request.reports:
+        result = apb.HelperResult(report_id=item.report_id)
+        results.append(result)
+        if item.report_id in seen or item.report_id in in_job:
+            result.refusal, result.detail = REPLAY, "this report id was aggregated before"
+            continue
+        in_job.add(item.report_id)
+        try:
+            report = SecureReport(
+                query.query_id,
+                query.params["upload_round"],
+                item.report_id,
+                item.public_share,
+                b"",
+                item.helper_ciphertext,
+            )
+            prepared = open_and_verify_init(vdaf, key_pair, ROLE_HELPER, query.verify_key, report)
+        except SecureFormatError as error:
+            result.refusal, result.detail = "WRONG_LENGTH", str(error)
+            continue
+        except ReportRejected as rejected:
+            result.refusal, result.detail = rejected.reason.name, rejected.detail
+            continue
+        try:
+            theirs = vdaf.decode_verifier_share(item.leader_verifier_share)
+            message = vdaf.verifier_shares_to_message(
+                prepared.ctx, [theirs, prepared.verifier_share]
+            )
+            out = vdaf.verify_next(prepared.state, message)
+        except VdafError as error:
+            result.refusal, result.detail = "BAD_PROOF", str(error)
+            continue
+        result.verifier_message = vdaf.encode_verifier_message(message)
+        total = vdaf.agg_update(total, out)
+        accepted += 1
+    return results, total, accepted
+
+
+class HelperHandler:
+    """The helper's steps; each runs in a worker thread, jobs one at a time (the caller's
+    lock), so a report id cannot be aggregated by two jobs at once."""
+
+    def __init__(self, store: SecureStore, key_pair: HpkeKeyPair, metrics: SecureMetrics) -> None:
+        self.store, self.key_pair, self.metrics = store, key_pair, metrics
+
+    def provision(self, request: apb.ProvisionQueryRequest) -> apb.ProvisionQueryResponse:
+        validate_query_id(request.query_id)
+        if request.vdaf not in VDAF_KINDS or not 1 <= request.targets <= 100_000:
+            raise Invalid(f"vdaf must be one of {VDAF_KINDS} over 1 to 100000 targets")
+        if request.upload_round != upload_round(request.vdaf):
+            raise Invalid(f"upload_round must be {upload_round(request.vdaf)}")
+        if len(request.verify_key) != VERIFY_KEY_SIZE:
+            raise Invalid(f"a verify key is {VERIFY_KEY_SIZE} bytes")
+        try:
+            HpkeConfig.decode(request.collector_hpke_config)
+        except SealingError as error:
+            raise Invalid(f"collector HPKE config: {error}") from None
+        if request.noise_sigma:
+            validate_noise_sigma(Fraction(request.noise_sigma))
+        params = {
+            "vdaf": request.vdaf,
+            "targets": request.targets,
+            "upload_round": request.upload_round,
+            "collector_config": request.collector_hpke_config.hex(),
+            "noise_sigma": request.noise_sigma,
+        }
+        vdaf = query_vdaf(request.vdaf, request.targets)
+        self.store.provision_query(
+            request.query_id, params, request.verify_key, vdaf.encode_agg_share(vdaf.agg_init())
+        )
+        return apb.ProvisionQueryResponse()
+
+    def aggregate(self, request: apb.AggregationJobRequest) -> apb.AggregationJobResponse:
+        if len(request.job_id) != 16:
+            raise Invalid("a job id is 16 bytes")
+        stored = self.store.job_response(request.job_id)
+        if stored is not None:
+            return apb.AggregationJobResponse.FromString(stored)
+        query = self.store.query(request.query_id)
+        ids = [r.report_id for r in request.reports]
+        seen = self.store.seen_reports(request.query_id, ids)
+        results, total, accepted = verify_job(query, self.key_pair, request, seen)
+        response = apb.AggregationJobResponse(results=results)
+        vdaf = vdaf_of(query)
+
+        def merge(old: bytes) -> bytes:
+            return vdaf.encode_agg_share(vdaf.merge([vdaf.decode_agg_share(old), total]))
+
+        kept = self.store.record_job(
+            request.query_id,
+            request.job_id,
+            response.SerializeToString(),
+            ids,
+            accepted,
+            len(ids) - accepted,
+            merge,
+        )
+        for result in results:
+            self.metrics.reports.labels(result.refusal or "aggregated").inc()
+        self.metrics.jobs.inc()
+        return apb.AggregationJobResponse.FromString(kept)
+
+    def aggregate_share(self, request: apb.AggregateShareRequest) -> apb.AggregateShareResponse:
+        query = self.store.query(request.query_id)
+        if query.aggregated != request.reports:
+            raise FailedPrecondition(
+                f"the helper aggregated {query.aggregated} reports, the leader "
+                f"{request.reports}: the aggregators disagree, nothing is released"
+            )
+        sealed = self.store.release(request.query_id, lambda q: noised_sealed_share(q, ROLE_HELPER))
+        return apb.AggregateShareResponse(sealed_share=sealed)

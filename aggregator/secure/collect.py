@@ -1,0 +1,73 @@
+"""Leader: the collect step. Once a query is closed and every held report is aggregated, the
+leader asks the helper for its noised, sealed aggregate share (telling it how many reports it
+aggregated, so disagreeing aggregators release nothing), then seals its own. Each share is
+made once and kept: a retried collect returns the same bytes, never fresh noise."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from aggregator.errors import FailedPrecondition, Unavailable
+from aggregator.protoconv import claim_to_proto
+from aggregator.release import StoredLedger, iso_time, refusal
+from aggregator.secure.helper_client import HelperClient
+from aggregator.secure.queries import mechanism_of, query_message, sigma_of
+from aggregator.secure.release_share import noised_sealed_share
+from aggregator.secure.store import OPEN, SecureStore
+from aggregator.secure.views import secure_claims
+from ldpcollect.accounting.ledger import BudgetExceeded
+from ldpcollect.secure.sealing import ROLE_LEADER
+from ldpcollect.v1 import secure_pb2 as spb
+
+
+async def collect_shares(
+    store: SecureStore, helper: HelperClient, query_id: str
+) -> spb.CollectSharesResponse:
+    query = await asyncio.to_thread(store.query, query_id)
+    if query.state == OPEN:
+        raise FailedPrecondition(f"secure query {query_id!r} is open: close it first")
+    pending = (await asyncio.to_thread(store.pending, query_id)).get(query_id, 0)
+    if pending:
+        raise Unavailable(
+            f"{pending} reports are still being aggregated with the helper; retry shortly"
+        )
+    if query.aggregated < query.params["min_reports"]:
+        raise FailedPrecondition(
+            f"only {query.aggregated} reports were aggregated; the query needs "
+            f"{query.params['min_reports']} (min_reports) to be released"
+        )
+    stored = StoredLedger.from_body(await asyncio.to_thread(store.ledger))
+    claims = secure_claims(
+        mechanism_of(query),
+        len(query.params["targets"]),
+        sigma_of(query.params),
+        stored.reporting_delta,
+        query.params["min_reports"],
+    )
+    if query.sealed_share is None:
+        try:  # the filter refuses before either aggregator releases anything
+            stored.ledger.check(claims)
+        except BudgetExceeded as error:
+            raise refusal(query_id, error) from error
+    helper_share = await helper.aggregate_share(query_id, query.aggregated)
+
+    def charge(body: str | None) -> str:
+        ledger = StoredLedger.from_body(body)
+        try:
+            ledger.ledger.charge(query_id, claims, iso_time(time.time()))
+        except BudgetExceeded as error:
+            raise refusal(query_id, error) from error
+        return ledger.to_body()
+
+    mine = await asyncio.to_thread(
+        store.release, query_id, lambda q: noised_sealed_share(q, ROLE_LEADER), charge
+    )
+    released = await asyncio.to_thread(store.query, query_id)
+    return spb.CollectSharesResponse(
+        query=query_message(released),
+        leader_share=mine,
+        helper_share=helper_share,
+        reports=released.aggregated,
+        claims=[claim_to_proto(c.to_json()) for c in claims],
+    )

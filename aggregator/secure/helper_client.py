@@ -1,0 +1,62 @@
+"""Leader: its calls to the helper (aggregation.proto) with the peer token; a failed call
+becomes `Unavailable` naming the helper's status, so the domain never sees gRPC."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import TypeVar
+
+import grpc
+
+from aggregator.errors import Unavailable
+from ldpcollect.v1 import aggregation_pb2 as apb
+from ldpcollect.v1 import aggregation_pb2_grpc as apb_grpc
+
+T = TypeVar("T")
+TIMEOUT_S = 60.0
+
+
+class HelperClient:
+    def __init__(self, channel: grpc.aio.Channel, peer_token: str) -> None:
+        self._stub = apb_grpc.HelperStub(channel)
+        self._metadata = (("authorization", f"Bearer {peer_token}"),)
+
+    async def _call(self, what: str, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except grpc.aio.AioRpcError as error:
+            raise Unavailable(
+                f"the helper did not {what} ({error.code().name}: {error.details()})"
+            ) from None
+
+    async def hpke_config(self) -> bytes:
+        answer = await self._call(
+            "give its HPKE config",
+            self._stub.GetHpkeConfig(
+                apb.GetHpkeConfigRequest(), metadata=self._metadata, timeout=TIMEOUT_S
+            ),
+        )
+        return answer.hpke_config
+
+    async def provision(self, request: apb.ProvisionQueryRequest) -> None:
+        await self._call(
+            "provision the query",
+            self._stub.ProvisionQuery(request, metadata=self._metadata, timeout=TIMEOUT_S),
+        )
+
+    async def aggregate(self, request: apb.AggregationJobRequest) -> apb.AggregationJobResponse:
+        return await self._call(
+            "finish an aggregation job",
+            self._stub.Aggregate(request, metadata=self._metadata, timeout=TIMEOUT_S),
+        )
+
+    async def aggregate_share(self, query_id: str, reports: int) -> bytes:
+        answer = await self._call(
+            "give its aggregate share",
+            self._stub.AggregateShare(
+                apb.AggregateShareRequest(query_id=query_id, reports=reports),
+                metadata=self._metadata,
+                timeout=TIMEOUT_S,
+            ),
+        )
+        return answer.sealed_share

@@ -1,0 +1,54 @@
+"""A secure query's parameters as stored (JSON) and as sent (SecureQuery), shared by both
+roles."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from aggregator.secure.store import StoredQuery
+from ldpcollect.mechanisms import Mechanism, mechanism_from_params
+from ldpcollect.secure.query_vdaf import query_vdaf
+from ldpcollect.secure.sealing import HpkeConfig
+from ldpcollect.secure.upload import BitsVdaf
+from ldpcollect.v1 import secure_pb2 as spb
+from ldpcollect.wire import mechanism_to_proto
+
+
+def vdaf_of(query: StoredQuery) -> BitsVdaf:
+    """The query's VDAF (the helper stores only the target count, the leader the targets)."""
+    targets = query.params["targets"]
+    return query_vdaf(query.params["vdaf"], targets if isinstance(targets, int) else len(targets))
+
+
+def mechanism_of(query: StoredQuery) -> Mechanism:
+    return mechanism_from_params(query.params["mechanism"], query.params["mechanism_params"])
+
+
+def sigma_of(params: dict[str, Any]) -> Fraction | None:
+    text = params.get("noise_sigma", "")
+    return Fraction(text) if text else None
+
+
+def config_of(params: dict[str, Any], role: str) -> HpkeConfig:
+    return HpkeConfig.decode(bytes.fromhex(params[f"{role}_config"]))
+
+
+def query_message(query: StoredQuery, pending: int = 0) -> spb.SecureQuery:
+    p = query.params
+    return spb.SecureQuery(
+        query_id=query.query_id,
+        description=p.get("description", ""),
+        mechanism=mechanism_to_proto(mechanism_of(query)),
+        targets=p["targets"],
+        min_reports=p["min_reports"],
+        noise_sigma=p.get("noise_sigma", ""),
+        leader_hpke_config=bytes.fromhex(p.get("leader_config", "")),
+        helper_hpke_config=bytes.fromhex(p.get("helper_config", "")),
+        collector_hpke_config=bytes.fromhex(p.get("collector_config", "")),
+        state=query.state,  # type: ignore[arg-type]
+        upload_round=p["upload_round"],
+        aggregated_reports=query.aggregated,
+        pending_reports=pending,
+        refused_reports=query.refused,
+    )

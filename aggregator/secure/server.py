@@ -1,0 +1,154 @@
+"""Both roles' gRPC server: `ldpcollect serve --role leader|helper`.
+
+The leader serves SecureCollector (devices) and SecureAdmin (operator) and runs the
+aggregation driver against its helper; the helper serves Helper (the leader, peer token).
+Each keeps its HPKE key pair in a 0600 file and its state in a SQLite file, both beside
+`db_path`. TLS for the listening port comes from the same flags as the trusted mode; the
+leader reaches a TLS helper with `helper_tls_ca`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
+
+from aggregator.config import AggregatorConfig
+from aggregator.secure.admin import LeaderAdmin
+from aggregator.secure.aggregation_driver import AggregationDriver
+from aggregator.secure.aggregation_handler import HelperHandler
+from aggregator.secure.helper_client import HelperClient
+from aggregator.secure.keys import key_path, load_or_create_key_pair
+from aggregator.secure.metrics import SecureMetrics
+from aggregator.secure.services import HelperService, SecureAdminService, SecureCollectorService
+from aggregator.secure.store import SecureStore, secure_db_path
+from aggregator.secure.upload import LeaderUpload
+from aggregator.server import ensure_port_free, server_credentials
+from ldpcollect.v1 import aggregation_pb2_grpc as apb_grpc
+from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
+
+log = logging.getLogger(__name__)
+
+LEADER, HELPER = "leader", "helper"
+
+
+@dataclass(frozen=True)
+class SecureRoleConfig:
+    role: str
+    base: AggregatorConfig
+    peer_token: str
+    helper: str | None = None
+    helper_tls_ca: Path | None = None
+    batch: int = 200
+
+
+class SecureServer:
+    def __init__(self, config: SecureRoleConfig) -> None:
+        if config.role not in (LEADER, HELPER):
+            raise ValueError(f"role must be {LEADER} or {HELPER}, got {config.role!r}")
+        if config.role == LEADER and not config.helper:
+            raise ValueError("a leader needs its helper's address (--helper HOST:PORT)")
+        if not config.peer_token:
+            raise ValueError("the leader and helper need a shared --peer-token")
+        self.config = config
+        self.metrics = SecureMetrics()
+        self.store = SecureStore(secure_db_path(config.base.db_path))
+        self.key_pair = load_or_create_key_pair(key_path(config.base.db_path, config.role))
+        self._server: grpc.aio.Server | None = None
+        self._channel: grpc.aio.Channel | None = None
+        self.driver: AggregationDriver | None = None
+        self.port: int | None = None
+        self.metrics_port: int | None = None
+
+    def _helper_channel(self) -> grpc.aio.Channel:
+        assert self.config.helper is not None
+        if self.config.helper_tls_ca is None:
+            return grpc.aio.insecure_channel(self.config.helper)
+        ca = Path(self.config.helper_tls_ca).read_bytes()
+        return grpc.aio.secure_channel(self.config.helper, grpc.ssl_channel_credentials(ca))
+
+    async def start(self) -> int:
+        base = self.config.base
+        ensure_port_free(base.listen)
+        credentials = server_credentials(base)
+        self.store.open()
+        server = grpc.aio.server(
+            options=[
+                ("grpc.so_reuseport", 0),
+                ("grpc.max_receive_message_length", 64 << 20),
+                ("grpc.max_send_message_length", 64 << 20),
+            ]
+        )
+        if self.config.role == LEADER:
+            self._channel = self._helper_channel()
+            helper = HelperClient(self._channel, self.config.peer_token)
+            self.driver = AggregationDriver(self.store, helper, self.metrics, self.config.batch)
+            upload = LeaderUpload(self.store, self.key_pair, self.metrics, self.driver.wake.set)
+            spb_grpc.add_SecureCollectorServicer_to_server(
+                SecureCollectorService(self.store, upload), server
+            )
+            admin = LeaderAdmin(self.store, self.key_pair, helper)
+            spb_grpc.add_SecureAdminServicer_to_server(
+                SecureAdminService(admin, base.admin_token), server
+            )
+        else:
+            handler = HelperHandler(self.store, self.key_pair, self.metrics)
+            apb_grpc.add_HelperServicer_to_server(
+                HelperService(handler, self.config.peer_token), server
+            )
+        health = AsyncHealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health, server)
+        if credentials is None:
+            port = server.add_insecure_port(base.listen)
+        else:
+            port = server.add_secure_port(base.listen, credentials)
+        await server.start()
+        await health.set("", health_pb2.HealthCheckResponse.SERVING)
+        self._server, self.port = server, port
+        if self.driver is not None:
+            self.driver.start()
+        if base.metrics_port is not None:
+            self.metrics_port = self.metrics.serve(base.metrics_port)
+        log.info("secure %s listening on port %d", self.config.role, port)
+        return port
+
+    async def stop(self, grace: float | None = 1.0) -> None:
+        if self.driver is not None:
+            await self.driver.stop()
+        if self._server is not None:
+            await self._server.stop(grace)
+            self._server = None
+        if self._channel is not None:
+            await self._channel.close(None)
+        self.store.close()
+        self.metrics.shutdown()
+
+
+StartedHook = Callable[[SecureServer, int], None]
+
+
+async def _run(config: SecureRoleConfig, on_started: StartedHook | None) -> None:
+    server = SecureServer(config)
+    port = await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        if on_started is not None:
+            on_started(server, port)
+        await stop.wait()
+    finally:
+        await server.stop(grace=5.0)
+
+
+def run(config: SecureRoleConfig, on_started: StartedHook | None = None) -> None:
+    """Serve one role until SIGINT/SIGTERM (blocking)."""
+    asyncio.run(_run(config, on_started))

@@ -1,0 +1,417 @@
+"""Secure mode's durable state, for either role: queries with this aggregator's aggregate
+share, the leader's held reports and aggregation jobs, the helper's finished jobs and seen
+report ids (schema in `schema/secure_v1.sql`).
+
+One SQLite file per aggregator, beside its main database, WAL with synchronous=FULL: every
+mutating method returns only after its transaction is committed, so what it acknowledges
+survives SIGKILL and power loss. Calls run in one worker thread (`asyncio.to_thread` under a
+lock); the leader's driver is the only writer of aggregates on the leader, the handler on
+the helper.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+from aggregator.errors import AlreadyExists, FailedPrecondition, NotFound
+
+T = TypeVar("T")
+
+OPEN, CLOSED, RELEASED = 1, 2, 3
+STATE_NAMES = {OPEN: "open", CLOSED: "closed", RELEASED: "released"}
+
+
+@dataclass(frozen=True)
+class StoredQuery:
+    query_id: str
+    params: dict[str, Any]
+    verify_key: bytes
+    state: int
+    aggregate: bytes
+    aggregated: int
+    refused: int
+    sealed_share: bytes | None
+
+
+@dataclass(frozen=True)
+class HeldReport:
+    report_id: bytes
+    body: bytes
+    leader_share: bytes
+
+
+class UploadOutcome:
+    NEW = "new"
+    DUPLICATE = "duplicate"
+    CONFLICT = "conflict"
+
+
+def secure_db_path(main_db: str | Path) -> Path:
+    """The secure store's file beside the aggregator's main database."""
+    path = Path(main_db)
+    return path.with_name(path.name + ".secure")
+
+
+class SecureStore:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+
+    def open(self) -> None:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = FULL")
+        schema = resources.files("aggregator.secure").joinpath("schema/secure_v1.sql")
+        db.executescript(schema.read_text())
+        self._db = db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def _locked(self, work: Callable[[], T]) -> T:
+        with self._lock:
+            return work()
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise RuntimeError("the secure store is not open")
+        return self._db
+
+    def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            result = work(db)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return result
+
+    # -- queries ----------------------------------------------------------------------------
+    def create_query(
+        self, query_id: str, params: dict[str, Any], verify_key: bytes, aggregate: bytes
+    ) -> StoredQuery:
+        def work(db: sqlite3.Connection) -> StoredQuery:
+            if db.execute(
+                "SELECT 1 FROM secure_queries WHERE query_id = ?", (query_id,)
+            ).fetchone():
+                raise AlreadyExists(f"secure query {query_id!r} already exists")
+            db.execute(
+                "INSERT INTO secure_queries (query_id, body, verify_key, state, aggregate) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (query_id, json.dumps(params, sort_keys=True), verify_key, OPEN, aggregate),
+            )
+            return self._query(db, query_id)
+
+        return self._locked(lambda: self._transaction(work))
+
+    def provision_query(
+        self, query_id: str, params: dict[str, Any], verify_key: bytes, aggregate: bytes
+    ) -> None:
+        """The helper's copy: the same provisioning again is accepted (the leader retries),
+        a different one refused."""
+
+        def work(db: sqlite3.Connection) -> None:
+            row = db.execute(
+                "SELECT body, verify_key FROM secure_queries WHERE query_id = ?", (query_id,)
+            ).fetchone()
+            body = json.dumps(params, sort_keys=True)
+            if row is None:
+                db.execute(
+                    "INSERT INTO secure_queries (query_id, body, verify_key, state, aggregate) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (query_id, body, verify_key, OPEN, aggregate),
+                )
+            elif (row[0], bytes(row[1])) != (body, verify_key):
+                raise AlreadyExists(f"secure query {query_id!r} is provisioned differently")
+
+        self._locked(lambda: self._transaction(work))
+
+    def has_query(self, query_id: str) -> bool:
+        def work() -> bool:
+            found = self.db.execute("SELECT 1 FROM secure_queries WHERE query_id = ?", (query_id,))
+            return found.fetchone() is not None
+
+        return self._locked(work)
+
+    def query(self, query_id: str) -> StoredQuery:
+        return self._locked(lambda: self._query(self.db, query_id))
+
+    def queries(self) -> list[StoredQuery]:
+        def work() -> list[StoredQuery]:
+            ids = [r[0] for r in self.db.execute("SELECT query_id FROM secure_queries ORDER BY 1")]
+            return [self._query(self.db, i) for i in ids]
+
+        return self._locked(work)
+
+    @staticmethod
+    def _query(db: sqlite3.Connection, query_id: str) -> StoredQuery:
+        row = db.execute(
+            "SELECT body, verify_key, state, aggregate, aggregated, refused, sealed_share "
+            "FROM secure_queries WHERE query_id = ?",
+            (query_id,),
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no secure query {query_id!r}")
+        body, key, state, aggregate, aggregated, refused, sealed = row
+        return StoredQuery(
+            query_id,
+            json.loads(body),
+            bytes(key),
+            int(state),
+            bytes(aggregate),
+            int(aggregated),
+            int(refused),
+            None if sealed is None else bytes(sealed),
+        )
+
+    def close_query(self, query_id: str) -> StoredQuery:
+        def work(db: sqlite3.Connection) -> StoredQuery:
+            query = self._query(db, query_id)
+            if query.state == OPEN:
+                db.execute(
+                    "UPDATE secure_queries SET state = ? WHERE query_id = ?", (CLOSED, query_id)
+                )
+            return self._query(db, query_id)
+
+        return self._locked(lambda: self._transaction(work))
+
+    def release(
+        self,
+        query_id: str,
+        seal: Callable[[StoredQuery], bytes],
+        charge: Callable[[str | None], str] | None = None,
+    ) -> bytes:
+        """Seal this aggregator's noised share once (and charge the ledger with `charge`, in
+        the same transaction); a retry gets the same bytes back and charges nothing."""
+
+        def work(db: sqlite3.Connection) -> bytes:
+            query = self._query(db, query_id)
+            if query.sealed_share is not None:
+                return query.sealed_share
+            if charge is not None:
+                self._put_ledger(db, charge(self._ledger(db)))
+            sealed = seal(query)
+            db.execute(
+                "UPDATE secure_queries SET state = ?, sealed_share = ? WHERE query_id = ?",
+                (RELEASED, sealed, query_id),
+            )
+            return sealed
+
+        return self._locked(lambda: self._transaction(work))
+
+    # -- leader: the secure ledger -----------------------------------------------------------
+    def ledger(self) -> str | None:
+        return self._locked(lambda: self._ledger(self.db))
+
+    def update_ledger(self, update: Callable[[str | None], str]) -> str:
+        def work(db: sqlite3.Connection) -> str:
+            body = update(self._ledger(db))
+            self._put_ledger(db, body)
+            return body
+
+        return self._locked(lambda: self._transaction(work))
+
+    @staticmethod
+    def _ledger(db: sqlite3.Connection) -> str | None:
+        row = db.execute("SELECT body FROM secure_ledger WHERE id = 1").fetchone()
+        return None if row is None else str(row[0])
+
+    @staticmethod
+    def _put_ledger(db: sqlite3.Connection, body: str) -> None:
+        db.execute("INSERT OR REPLACE INTO secure_ledger (id, body) VALUES (1, ?)", (body,))
+
+    # -- leader: held reports and jobs -------------------------------------------------------
+    def hold_reports(
+        self, query_id: str, reports: Sequence[tuple[bytes, bytes, bytes]]
+    ) -> list[str]:
+        """Durably hold (report id, encoded report, opened leader share) for a query that must
+        be open; per report NEW, DUPLICATE (same bytes again) or CONFLICT (same id, other
+        bytes: refused)."""
+
+        def work(db: sqlite3.Connection) -> list[str]:
+            if self._query(db, query_id).state != OPEN:
+                raise FailedPrecondition(f"secure query {query_id!r} is not open")
+            outcomes = []
+            for report_id, body, share in reports:
+                digest = hashlib.sha256(body).digest()
+                row = db.execute(
+                    "SELECT digest FROM secure_reports WHERE query_id = ? AND report_id = ?",
+                    (query_id, report_id),
+                ).fetchone()
+                if row is not None:
+                    same = bytes(row[0]) == digest
+                    outcomes.append(UploadOutcome.DUPLICATE if same else UploadOutcome.CONFLICT)
+                    continue
+                db.execute(
+                    "INSERT INTO secure_reports (query_id, report_id, digest, body, leader_share)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (query_id, report_id, digest, body, share),
+                )
+                outcomes.append(UploadOutcome.NEW)
+            return outcomes
+
+        return self._locked(lambda: self._transaction(work))
+
+    def claim_job(
+        self, query_id: str, limit: int, new_job_id: bytes, busy: frozenset[bytes] = frozenset()
+    ) -> tuple[bytes, list[HeldReport]] | None:
+        """An unfinished job of the query not in `busy` (after a restart: the same job id and
+        reports as before), else a new job of up to `limit` held reports; None when nothing
+        is pending outside `busy`."""
+
+        def work(db: sqlite3.Connection) -> tuple[bytes, list[HeldReport]] | None:
+            unfinished = [
+                bytes(r[0])
+                for r in db.execute(
+                    "SELECT DISTINCT job_id FROM secure_reports WHERE query_id = ? "
+                    "AND outcome IS NULL AND job_id IS NOT NULL",
+                    (query_id,),
+                )
+            ]
+            free = [job for job in unfinished if job not in busy]
+            job_id = free[0] if free else new_job_id
+            if not free:
+                db.execute(
+                    "UPDATE secure_reports SET job_id = ? WHERE query_id = ? AND report_id IN "
+                    "(SELECT report_id FROM secure_reports WHERE query_id = ? AND outcome IS "
+                    "NULL AND job_id IS NULL ORDER BY report_id LIMIT ?)",
+                    (job_id, query_id, query_id, limit),
+                )
+            held = [
+                HeldReport(bytes(r[0]), bytes(r[1]), bytes(r[2]))
+                for r in db.execute(
+                    "SELECT report_id, body, leader_share FROM secure_reports "
+                    "WHERE query_id = ? AND job_id = ? AND outcome IS NULL ORDER BY report_id",
+                    (query_id, job_id),
+                )
+            ]
+            return (job_id, held) if held else None
+
+        return self._locked(lambda: self._transaction(work))
+
+    def finish_job(
+        self,
+        query_id: str,
+        job_id: bytes,
+        outcomes: Sequence[tuple[bytes, str]],
+        merge: Callable[[bytes], bytes],
+    ) -> None:
+        """In one transaction: each report's outcome ('' aggregated, else the refusal), its
+        bytes dropped, and the aggregate share replaced by `merge(old)`. A job finished
+        before changes nothing (idempotent)."""
+
+        def work(db: sqlite3.Connection) -> None:
+            query = self._query(db, query_id)
+            (open_reports,) = db.execute(
+                "SELECT COUNT(*) FROM secure_reports WHERE query_id = ? AND job_id = ? "
+                "AND outcome IS NULL",
+                (query_id, job_id),
+            ).fetchone()
+            if open_reports == 0:
+                return  # finished before (a job is counted once, whoever finishes it again)
+            if open_reports != len(outcomes):
+                raise RuntimeError(
+                    f"job holds {open_reports} open reports but {len(outcomes)} outcomes came"
+                )
+            accepted = sum(1 for _, outcome in outcomes if not outcome)
+            db.executemany(
+                "UPDATE secure_reports SET outcome = ?, body = NULL, leader_share = NULL, "
+                "job_id = NULL WHERE query_id = ? AND report_id = ? AND job_id = ?",
+                [(outcome, query_id, rid, job_id) for rid, outcome in outcomes],
+            )
+            db.execute(
+                "UPDATE secure_queries SET aggregate = ?, aggregated = aggregated + ?, "
+                "refused = refused + ? WHERE query_id = ?",
+                (merge(query.aggregate), accepted, len(outcomes) - accepted, query_id),
+            )
+
+        self._locked(lambda: self._transaction(work))
+
+    def pending(self, query_id: str | None = None) -> dict[str, int]:
+        """Held reports not yet aggregated or refused, per query."""
+
+        def work() -> dict[str, int]:
+            sql = "SELECT query_id, COUNT(*) FROM secure_reports WHERE outcome IS NULL"
+            args: tuple[str, ...] = ()
+            if query_id is not None:
+                sql += " AND query_id = ?"
+                args = (query_id,)
+            return {r[0]: int(r[1]) for r in self.db.execute(sql + " GROUP BY query_id", args)}
+
+        return self._locked(work)
+
+    # -- helper: jobs and seen report ids ----------------------------------------------------
+    def job_response(self, job_id: bytes) -> bytes | None:
+        def work() -> bytes | None:
+            row = self.db.execute(
+                "SELECT response FROM helper_jobs WHERE job_id = ?", (job_id,)
+            ).fetchone()
+            return None if row is None else bytes(row[0])
+
+        return self._locked(work)
+
+    def seen_reports(self, query_id: str, report_ids: Sequence[bytes]) -> set[bytes]:
+        def work() -> set[bytes]:
+            seen = set()
+            for rid in report_ids:
+                if self.db.execute(
+                    "SELECT 1 FROM helper_reports WHERE query_id = ? AND report_id = ?",
+                    (query_id, rid),
+                ).fetchone():
+                    seen.add(rid)
+            return seen
+
+        return self._locked(work)
+
+    def record_job(
+        self,
+        query_id: str,
+        job_id: bytes,
+        response: bytes,
+        seen: Sequence[bytes],
+        accepted: int,
+        refused: int,
+        merge: Callable[[bytes], bytes],
+    ) -> bytes:
+        """The helper's commit: the answer, the report ids, the aggregate; returns the stored
+        answer (an earlier one when the same job was recorded meanwhile)."""
+
+        def work(db: sqlite3.Connection) -> bytes:
+            row = db.execute("SELECT response FROM helper_jobs WHERE job_id = ?", (job_id,))
+            earlier = row.fetchone()
+            if earlier is not None:
+                return bytes(earlier[0])
+            query = self._query(db, query_id)
+            if query.state == RELEASED:
+                raise FailedPrecondition(f"secure query {query_id!r} is already released")
+            db.execute(
+                "INSERT INTO helper_jobs (job_id, query_id, response) VALUES (?, ?, ?)",
+                (job_id, query_id, response),
+            )
+            db.executemany(
+                "INSERT OR IGNORE INTO helper_reports (query_id, report_id, job_id) "
+                "VALUES (?, ?, ?)",
+                [(query_id, rid, job_id) for rid in seen],
+            )
+            db.execute(
+                "UPDATE secure_queries SET aggregate = ?, aggregated = aggregated + ?, "
+                "refused = refused + ? WHERE query_id = ?",
+                (merge(query.aggregate), accepted, refused, query_id),
+            )
+            return response
+
+        return self._locked(lambda: self._transaction(work))

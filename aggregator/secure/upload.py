@@ -1,0 +1,166 @@
+"""Leader: the device-facing upload (served as SecureCollector by `services`).
+
+Each upload is checked as far as the leader alone can (it decodes, the query is open, the
+round, both config ids, the leader's share opens and has the right length, the helper's
+ciphertext has the right size), then held durably and acknowledged; the aggregation driver
+verifies it with the helper afterwards (docs/secure-mode.md, "Acknowledgement")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from aggregator.errors import AlreadyExists, FailedPrecondition, Invalid, NotFound, ServiceError
+from aggregator.secure.metrics import SecureMetrics
+from aggregator.secure.queries import config_of, vdaf_of
+from aggregator.secure.store import OPEN, SecureStore, StoredQuery, UploadOutcome
+from ldpcollect.secure.sealing import ENC_SIZE, ROLE_LEADER, TAG_SIZE, HpkeKeyPair, open_input_share
+from ldpcollect.secure.upload import (
+    Refusal,
+    ReportRejected,
+    SecureFormatError,
+    SecureReport,
+)
+from ldpcollect.vdaf.errors import VdafError
+from ldpcollect.vdaf.xof import SEED_SIZE
+
+MAX_UPLOAD_REPORTS = 1_000
+
+
+@dataclass(frozen=True)
+class Checked:
+    """An upload that passed the leader's checks: what the store holds."""
+
+    report: SecureReport
+    body: bytes
+    leader_share: bytes
+
+
+class ReportRefused(Invalid):
+    """An upload refused by the leader's own checks, with the refusal's name."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+@dataclass
+class UploadResult:
+    accepted: int = 0
+    duplicates: int = 0
+    # (index in the upload, report id if known, the refusal)
+    rejected: list[tuple[int, bytes, ServiceError]] = field(default_factory=list)
+
+
+def check_upload(body: bytes, query: StoredQuery, key_pair: HpkeKeyPair) -> Checked:
+    """Everything the leader can check alone; raises a refusal (ReportRefused for the
+    report's own faults)."""
+    try:
+        report = SecureReport.decode(body)
+    except SecureFormatError as error:
+        raise ReportRefused("MALFORMED", f"not a secure report: {error}") from None
+    if query.state != OPEN:
+        raise FailedPrecondition(f"secure query {query.query_id!r} is not open")
+    expected_round = query.params["upload_round"]
+    if report.round != expected_round:
+        raise ReportRefused("WRONG_ROUND", f"round must be {expected_round} for this query")
+    vdaf = vdaf_of(query)
+    helper = config_of(query.params, "helper")
+    helper_size = 1 + ENC_SIZE + 2 * SEED_SIZE + TAG_SIZE
+    try:
+        if not report.helper_ciphertext or report.helper_ciphertext[0] != helper.config_id:
+            raise ReportRejected(Refusal.WRONG_CONFIG_ID, "the helper's share names another config")
+        if len(report.helper_ciphertext) != helper_size:
+            raise ReportRejected(
+                Refusal.WRONG_LENGTH,
+                f"the helper's ciphertext is {len(report.helper_ciphertext)} bytes, "
+                f"expected {helper_size}",
+            )
+        ciphertext = report.leader_ciphertext
+        if not ciphertext or ciphertext[0] != key_pair.config.config_id:
+            raise ReportRejected(Refusal.WRONG_CONFIG_ID, "the leader's share names another config")
+        meta = (report.query_id, report.round, report.report_id, report.public_share)
+        try:
+            plaintext = open_input_share(key_pair, ROLE_LEADER, *meta, ciphertext)
+        except ValueError as error:
+            raise ReportRejected(Refusal.BAD_CIPHERTEXT, str(error)) from None
+        try:
+            vdaf.decode_public_share(report.public_share)
+            vdaf.decode_input_share(0, plaintext)
+        except VdafError as error:
+            raise ReportRejected(Refusal.WRONG_LENGTH, str(error)) from None
+    except ReportRejected as rejected:
+        raise ReportRefused(rejected.reason.name, rejected.detail) from None
+    return Checked(report, body, plaintext)
+
+
+class LeaderUpload:
+    """Checks, holds durably and acknowledges uploads (run in a worker thread)."""
+
+    def __init__(
+        self,
+        store: SecureStore,
+        key_pair: HpkeKeyPair,
+        metrics: SecureMetrics,
+        on_held: Callable[[], None],
+    ) -> None:
+        self.store, self.key_pair, self.metrics, self.on_held = store, key_pair, metrics, on_held
+
+    def upload(self, bodies: list[bytes]) -> UploadResult:
+        if len(bodies) > MAX_UPLOAD_REPORTS:
+            raise Invalid(f"at most {MAX_UPLOAD_REPORTS} reports per upload, got {len(bodies)}")
+        result = UploadResult()
+        queries: dict[str, StoredQuery | None] = {}
+        held: dict[str, list[tuple[int, Checked]]] = {}
+        for index, body in enumerate(bodies):
+            try:
+                checked = self._check(body, queries)
+            except ServiceError as refused:
+                self._reject(result, index, b"", refused)
+                continue
+            held.setdefault(checked.report.query_id, []).append((index, checked))
+        for query_id, items in held.items():
+            rows = [(c.report.report_id, c.body, c.leader_share) for _, c in items]
+            try:
+                outcomes = self.store.hold_reports(query_id, rows)
+            except ServiceError as refused:  # closed meanwhile
+                for index, checked in items:
+                    self._reject(result, index, checked.report.report_id, refused)
+                continue
+            for (index, checked), outcome in zip(items, outcomes, strict=True):
+                if outcome == UploadOutcome.NEW:
+                    result.accepted += 1
+                    self.metrics.uploads.labels("accepted").inc()
+                elif outcome == UploadOutcome.DUPLICATE:
+                    result.duplicates += 1
+                    self.metrics.uploads.labels("duplicate").inc()
+                else:
+                    conflict = AlreadyExists("REPLAY: this report id was uploaded with other bytes")
+                    self._reject(result, index, checked.report.report_id, conflict)
+        if result.accepted:
+            self.on_held()
+        return result
+
+    def _check(self, body: bytes, queries: dict[str, StoredQuery | None]) -> Checked:
+        try:
+            query_id = SecureReport.decode(body).query_id
+        except SecureFormatError as error:
+            raise ReportRefused("MALFORMED", f"not a secure report: {error}") from None
+        if query_id not in queries:
+            try:
+                queries[query_id] = self.store.query(query_id)
+            except NotFound:
+                queries[query_id] = None
+        query = queries[query_id]
+        if query is None:
+            raise NotFound(f"no secure query {query_id!r}")
+        return check_upload(body, query, self.key_pair)
+
+    def _reject(
+        self, result: UploadResult, index: int, report_id: bytes, refusal: ServiceError
+    ) -> None:
+        reason = refusal.reason if isinstance(refusal, ReportRefused) else type(refusal).__name__
+        if isinstance(refusal, AlreadyExists):
+            reason = "REPLAY"
+        self.metrics.uploads.labels(reason).inc()
+        result.rejected.append((index, report_id, refusal))

@@ -1,0 +1,88 @@
+"""A device in secure mode: read the query with both aggregators' HPKE configs (refusing a
+query without them), run the mechanism locally exactly as in the trusted mode, shard the
+answers with the query's VDAF, seal each share to its aggregator, and upload once, to the
+leader."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+
+import grpc
+
+from ldpcollect.mechanisms import DeviceDraw, Mechanism
+from ldpcollect.secure.query_vdaf import measurement, query_vdaf, vdaf_kind
+from ldpcollect.secure.sealing import HpkeConfig, SealingError
+from ldpcollect.secure.upload import REPORT_ID_SIZE, shard_report
+from ldpcollect.v1 import secure_pb2 as spb
+from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
+from ldpcollect.wire import mechanism_from_proto
+
+
+class MissingConfigs(ValueError):
+    """The query lacks an aggregator's HPKE config: a device must not upload to it."""
+
+
+def aggregator_configs(query: spb.SecureQuery) -> tuple[HpkeConfig, HpkeConfig]:
+    """The leader's and helper's configs, or MissingConfigs naming what is wrong."""
+    configs = []
+    for role, encoded in (
+        ("leader", query.leader_hpke_config),
+        ("helper", query.helper_hpke_config),
+    ):
+        if not encoded:
+            raise MissingConfigs(f"the query has no {role} HPKE config: refusing to upload")
+        try:
+            configs.append(HpkeConfig.decode(encoded))
+        except SealingError as error:
+            raise MissingConfigs(f"the {role} HPKE config is malformed: {error}") from None
+    if configs[0].public_key == configs[1].public_key:
+        raise MissingConfigs("leader and helper share one key: not two aggregators")
+    return configs[0], configs[1]
+
+
+class SecureDevice:
+    """Seals reports for one secure query (checked once, at construction)."""
+
+    def __init__(self, query: spb.SecureQuery) -> None:
+        self.query = query
+        self.leader, self.helper = aggregator_configs(query)
+        self.mechanism: Mechanism = mechanism_from_proto(query.mechanism)
+        self.kind = vdaf_kind(self.mechanism.name)
+        self.vdaf = query_vdaf(self.kind, len(query.targets))
+
+    def draw(self, location_id: int) -> DeviceDraw:
+        """The mechanism's draw, made once per device and kept for every round."""
+        return self.mechanism.draw(location_id, list(self.query.targets))
+
+    def seal(self, draw: DeviceDraw, report_id: bytes | None = None) -> bytes:
+        rounds = [[int(b) for b in draw.answer_bits(r)] for r in range(1, draw.rounds + 1)]
+        return self.seal_measurement(measurement(self.kind, rounds), report_id)
+
+    def seal_measurement(self, values: Sequence[int], report_id: bytes | None = None) -> bytes:
+        report = shard_report(
+            self.vdaf,
+            self.leader,
+            self.helper,
+            self.query.query_id,
+            self.query.upload_round,
+            report_id or secrets.token_bytes(REPORT_ID_SIZE),
+            values,
+            secrets.token_bytes(self.vdaf.rand_size),
+        )
+        return report.encode()
+
+
+def fetch_query(channel: grpc.Channel, query_id: str) -> spb.SecureQuery:
+    return spb_grpc.SecureCollectorStub(channel).GetSecureQuery(
+        spb.GetSecureQueryRequest(query_id=query_id), timeout=30
+    )
+
+
+def upload(
+    channel: grpc.Channel, reports: Sequence[bytes], timeout: float = 60
+) -> spb.UploadSecureReportsResponse:
+    """Upload sealed reports; acknowledged ones are durable at the leader."""
+    return spb_grpc.SecureCollectorStub(channel).UploadSecureReports(
+        spb.UploadSecureReportsRequest(reports=list(reports)), timeout=timeout
+    )

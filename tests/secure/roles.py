@@ -1,0 +1,122 @@
+"""The secure mode's two roles as child processes for tests: `ldpcollect serve --role helper`
+and `--role leader`, on real sockets and real database files."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import grpc
+
+from ldpcollect.v1 import secure_pb2 as spb
+from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
+from ldpcollect_cli.secure_serving import secure_ready_prefix
+from tests.serving import cli_env
+
+ADMIN = "admin-token"
+PEER = "peer-token"
+T = TypeVar("T")
+
+
+@dataclass
+class Role:
+    role: str
+    db: Path
+    listen: str
+    helper: str | None = None
+    extra: tuple[str, ...] = ()
+    proc: subprocess.Popen[str] | None = None
+    address: str = ""
+    ready_line: str = ""
+
+    def start(self) -> None:
+        command = [sys.executable, "-m", "ldpcollect_cli.main", "serve", "--role", self.role]
+        command += ["--db", str(self.db), "--listen", self.listen]
+        if self.helper is not None:
+            command += ["--helper", self.helper]
+        command += self.extra
+        env = cli_env(ADMIN, LDPCOLLECT_PEER_TOKEN=PEER)
+        self.proc = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        line = self.proc.stdout.readline()
+        prefix = secure_ready_prefix(self.role)
+        if not line.startswith(prefix):
+            self.proc.kill()
+            raise AssertionError(f"{self.role} did not start: {line}{self.proc.stderr.read()}")
+        self.ready_line = line
+        self.address = line[len(prefix) :].split()[0]
+        self.listen = self.address  # a restart binds the same port
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no flush."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGTERM)
+            assert self.proc.wait(timeout=30) == 0
+            self.proc = None
+
+
+@dataclass
+class Pair:
+    leader: Role
+    helper: Role
+
+    def channel(self) -> grpc.Channel:
+        return grpc.insecure_channel(self.leader.address)
+
+
+@contextmanager
+def secure_pair(tmp_path: Path) -> Iterator[Pair]:
+    """A helper, then a leader pointed at it; both stopped (SIGTERM, exit 0) after."""
+    helper = Role("helper", tmp_path / "helper.db", "127.0.0.1:0")
+    helper.start()
+    leader = Role("leader", tmp_path / "leader.db", "127.0.0.1:0", helper=helper.address)
+    try:
+        leader.start()
+        yield Pair(leader, helper)
+    finally:
+        leader.stop()
+        helper.stop()
+
+
+def wait_until(probe: Callable[[], T | None], timeout: float = 120.0) -> T:
+    """Poll `probe` until it returns something (not a timed assertion: the limit only stops a
+    hung test)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("gave up waiting")
+        time.sleep(0.1)
+
+
+def admin_stub(channel: grpc.Channel) -> spb_grpc.SecureAdminStub:
+    return spb_grpc.SecureAdminStub(channel)
+
+
+def aggregated(channel: grpc.Channel, query_id: str) -> spb.SecureQuery:
+    """The query once nothing is pending at the leader."""
+
+    def probe() -> spb.SecureQuery | None:
+        query = spb_grpc.SecureCollectorStub(channel).GetSecureQuery(
+            spb.GetSecureQueryRequest(query_id=query_id), timeout=30
+        )
+        return None if query.pending_reports else query
+
+    return wait_until(probe)
