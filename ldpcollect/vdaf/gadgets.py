@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from operator import mul
 
 from ldpcollect.vdaf.errors import VdafError
 from ldpcollect.vdaf.field import Field, next_power_of_two
-from ldpcollect.vdaf.polynomial import lagrange_mul, poly_eval
+from ldpcollect.vdaf.polynomial import double_evaluations_many, lagrange_mul, poly_eval
 
 
 def wire_poly_len(gadget_calls: int) -> int:
@@ -97,9 +98,20 @@ class ParallelSum(Gadget):
 
     def eval_poly(self, field: Field, inp_polys: Sequence[Sequence[int]]) -> list[int]:
         a, p = self.subcircuit.arity, field.modulus
+        if isinstance(self.subcircuit, Mul):
+            return _parallel_mul_poly(field, inp_polys)
         size = next_power_of_two(gadget_poly_len(self.degree, len(inp_polys[0])))
         total = [0] * size
         for i in range(self.count):
             part = self.subcircuit.eval_poly(field, inp_polys[i * a : (i + 1) * a])
             total = [(t + v) % p for t, v in zip(total, part, strict=True)]
         return total
+
+
+def _parallel_mul_poly(field: Field, inp_polys: Sequence[Sequence[int]]) -> list[int]:
+    """ParallelSum(Mul)'s gadget polynomial, sum_i x_i * y_i over 2n points: every wire
+    doubled in one batch, then one reduction per point (the prover's hot loop)."""
+    p = field.modulus
+    doubled = double_evaluations_many(field, inp_polys)
+    lefts, rights = zip(*doubled[0::2], strict=True), zip(*doubled[1::2], strict=True)
+    return [sum(map(mul, x, y)) % p for x, y in zip(lefts, rights, strict=True)]

@@ -63,12 +63,71 @@ def lagrange_eval(field: Field, values: Sequence[int], x: int) -> int:
 def double_evaluations(field: Field, values: Sequence[int]) -> list[int]:
     """From the values at the n-th roots, the values at the 2n-th roots (in order): the even
     ones are given, the odd ones are the values at s * w**i with s the principal 2n-th root."""
-    n = len(values)
-    odd = field.ntt(field.inv_ntt(values, n), n, set_s=True)
-    doubled = [0] * (2 * n)
-    doubled[0::2] = values
-    doubled[1::2] = odd
+    return double_evaluations_many(field, [values])[0]
+
+
+MATRIX_DOUBLING_MAX = 64
+"""Up to this n, doubling applies a cached n x n matrix (`_odd_rows`) to many polynomials
+at once; above it, one NTT pair per polynomial (the matrix would grow as n**2)."""
+
+
+def double_evaluations_many(field: Field, polys: Sequence[Sequence[int]]) -> list[list[int]]:
+    """`double_evaluations` of each polynomial (all of one power-of-two length n).
+
+    The odd values are a fixed linear map of the given ones (inverse NTT, then NTT on the
+    coset s * w**i), so for small n they come from a cached matrix. The polynomials are
+    packed side by side into one Python integer per node (Kronecker substitution, slots
+    wide enough that no sum carries into the next), so each matrix entry costs one big-int
+    multiplication for all polynomials together. Trailing nodes where every polynomial is
+    zero (the prover's unused gadget calls) are skipped.
+    """
+    lengths = {len(q) for q in polys}
+    if len(lengths) != 1:
+        raise VdafError(f"polynomials of different lengths {sorted(lengths)} in one batch")
+    n = lengths.pop()
+    log2_exact(n)
+    if n > MATRIX_DOUBLING_MAX:
+        odds = [field.ntt(field.inv_ntt(q, n), n, set_s=True) for q in polys]
+    else:
+        odds = _odd_values_packed(field, polys, n)
+    doubled = []
+    for values, odd in zip(polys, odds, strict=True):
+        both = [0] * (2 * n)
+        both[0::2] = values
+        both[1::2] = odd
+        doubled.append(both)
     return doubled
+
+
+def _odd_values_packed(field: Field, polys: Sequence[Sequence[int]], n: int) -> list[list[int]]:
+    p, k = field.modulus, len(polys)
+    used = n
+    while used > 1 and not any(q[used - 1] for q in polys):
+        used -= 1
+    # A slot holds a sum of `used` products of two elements below p: < n * p**2.
+    slot = 2 * field.encoded_size + (n.bit_length() + 7) // 8
+    packed = [
+        int.from_bytes(b"".join(q[j].to_bytes(slot, "little") for q in polys), "little")
+        for j in range(used)
+    ]
+    odds = [[0] * n for _ in range(k)]
+    for r, row in enumerate(_odd_rows(field, n)):
+        data = sum(map(mul, row[:used], packed)).to_bytes(slot * k, "little")
+        for i in range(k):
+            odds[i][r] = int.from_bytes(data[i * slot : (i + 1) * slot], "little") % p
+    return odds
+
+
+@cache
+def _odd_rows(field: Field, n: int) -> tuple[tuple[int, ...], ...]:
+    """M with (values at the odd 2n-th roots) = M @ (values at the n-th roots): column j is
+    the coset NTT of the j-th unit vector's interpolation."""
+    columns = []
+    for j in range(n):
+        unit = [0] * n
+        unit[j] = 1
+        columns.append(field.ntt(field.inv_ntt(unit, n), n, set_s=True))
+    return tuple(tuple(column[r] for column in columns) for r in range(n))
 
 
 def lagrange_mul(field: Field, left: Sequence[int], right: Sequence[int]) -> list[int]:
@@ -77,7 +136,7 @@ def lagrange_mul(field: Field, left: Sequence[int], right: Sequence[int]) -> lis
     if len(left) != len(right):
         raise VdafError(f"cannot multiply polynomials of {len(left)} and {len(right)} values")
     p = field.modulus
-    a, b = double_evaluations(field, left), double_evaluations(field, right)
+    a, b = double_evaluations_many(field, [left, right])
     return [x * y % p for x, y in zip(a, b, strict=True)]
 
 
