@@ -127,6 +127,8 @@ class SumVec(Valid[Sequence[int], list[int]]):
 
     def truncate(self, meas: Sequence[int]) -> list[int]:
         b = self.bits
+        if b == 1:  # max_measurement 1: each entry is its own single bit, weight 1
+            return list(meas)
         return [
             decode_range_checked_int(self.field, meas[i * b : (i + 1) * b], self.max_measurement)
             for i in range(self.length)
@@ -265,15 +267,19 @@ def bits_check(
     p = field.modulus
     shares_inv = field.inv(num_shares)
     padded = list(meas) + [0] * (len(joint_rand) * chunk_length - len(meas))
+    shifted = [(x - shares_inv) % p for x in padded]
+    inputs = [0] * (2 * chunk_length)
     total = 0
     for c, r in enumerate(joint_rand):
-        inputs = []
+        start = c * chunk_length
         r_power = r
-        for x in padded[c * chunk_length : (c + 1) * chunk_length]:
-            inputs.append(r_power * x % p)
-            inputs.append((x - shares_inv) % p)
+        powers = [0] * chunk_length
+        for j in range(chunk_length):
+            powers[j] = r_power
             r_power = r_power * r % p
-        total += gadgets[0](inputs)
+        inputs[0::2] = [w * x % p for w, x in zip(powers, padded[start : start + chunk_length])]
+        inputs[1::2] = shifted[start : start + chunk_length]
+        total += gadgets[0](list(inputs))
     return total % p
 
 

@@ -35,7 +35,7 @@ class Field:
     def encode_vec(self, vec: Sequence[int]) -> bytes:
         """Little-endian, `encoded_size` bytes per element."""
         size = self.encoded_size
-        return b"".join(x.to_bytes(size, "little") for x in vec)
+        return b"".join([x.to_bytes(size, "little") for x in vec])
 
     def decode_vec(self, encoded: bytes) -> list[int]:
         """The inverse of `encode_vec`; refuses a ragged length and any value >= modulus."""
