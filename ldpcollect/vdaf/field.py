@@ -47,7 +47,7 @@ class Field:
         vec = [
             int.from_bytes(encoded[i : i + size], "little") for i in range(0, len(encoded), size)
         ]
-        if any(x >= self.modulus for x in vec):
+        if vec and max(vec) >= self.modulus:
             raise VdafError(f"an encoded element is not below the {self.name} modulus")
         return vec
 

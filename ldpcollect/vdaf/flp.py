@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from operator import mul
 from typing import Generic, TypeVar
 
 from ldpcollect.vdaf.errors import VdafError
@@ -24,7 +25,7 @@ from ldpcollect.vdaf.polynomial import (
     double_evaluations,
     extend_values,
     lagrange_eval,
-    lagrange_eval_batched,
+    lagrange_weights,
 )
 
 Measurement = TypeVar("Measurement")
@@ -128,6 +129,7 @@ class _QueryRecorder(_WireRecorder):
         gadget_poly: Sequence[int],
     ) -> None:
         super().__init__(gadget, calls, seeds)
+        self.field = field
         p = wire_poly_len(calls)
         poly = extend_values(field, gadget_poly, next_power_of_two(len(gadget_poly)))
         size = next_power_of_two(gadget_poly_len(gadget.degree, p))
@@ -138,6 +140,15 @@ class _QueryRecorder(_WireRecorder):
 
     def __call__(self, inp: list[int]) -> int:
         return self.poly[self.record(inp) * self.step]
+
+    def wires_at(self, t: int) -> list[int]:
+        """Each wire polynomial evaluated at t (Lagrange weights over the wire nodes; the
+        zero padding after the recorded calls contributes nothing, so it is skipped)."""
+        p = self.field.modulus
+        weights = lagrange_weights(self.field, wire_poly_len(self.calls), t)
+        used = weights[: 1 + len(self.inputs)]
+        columns = zip(self.seeds, *self.inputs, strict=True)
+        return [sum(map(mul, used, column)) % p for column in columns]
 
 
 class Flp(Generic[Measurement, AggResult]):
@@ -226,11 +237,10 @@ class Flp(Generic[Measurement, AggResult]):
 
         verifier = [v]
         for r, t in zip(recorders, rand, strict=True):
-            wires = r.wires()
             # A t among the wire nodes would reveal a gadget input: refuse it.
-            if pow(t, len(wires[0]), p) == 1:
+            if pow(t, wire_poly_len(r.calls), p) == 1:
                 raise VdafError("the query point is a root of unity")
-            verifier += lagrange_eval_batched(field, wires, t)
+            verifier += r.wires_at(t)
             verifier.append(lagrange_eval(field, r.poly, t))
         return verifier
 

@@ -30,20 +30,22 @@ def lagrange_weights(field: Field, n: int, x: int) -> list[int]:
     From x**n - 1 = prod_j (x - w**j): q(x) = (1/n) sum_i q(w**i) w**i prod_{j != i} (x - w**j),
     computed with prefix and suffix products, one inversion (of n) in all.
     """
-    log2_exact(n)
     p = field.modulus
-    nodes = field.nth_root_powers(n)
+    nodes, n_inv = _nodes_and_n_inv(field, n)
     diffs = [(x - w) % p for w in nodes]
     prefix = [1] * n
     for i in range(1, n):
         prefix[i] = prefix[i - 1] * diffs[i - 1] % p
-    n_inv = field.inv(n)
-    weights = [0] * n
-    suffix = n_inv
-    for i in range(n - 1, -1, -1):
-        weights[i] = nodes[i] * prefix[i] % p * suffix % p
-        suffix = suffix * diffs[i] % p
-    return weights
+    suffix = [n_inv] * n
+    for i in range(n - 1, 0, -1):
+        suffix[i - 1] = suffix[i] * diffs[i] % p
+    return [w * a % p * b % p for w, a, b in zip(nodes, prefix, suffix, strict=True)]
+
+
+@cache
+def _nodes_and_n_inv(field: Field, n: int) -> tuple[tuple[int, ...], int]:
+    log2_exact(n)
+    return tuple(field.nth_root_powers(n)), field.inv(n)
 
 
 def lagrange_eval_batched(field: Field, polys: Sequence[Sequence[int]], x: int) -> list[int]:

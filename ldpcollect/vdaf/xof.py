@@ -53,12 +53,17 @@ class XofTurboShake128:
         mask = next_power_of_two(modulus) - 1
         vec: list[int] = []
         while len(vec) < length:
-            # Draw the whole remaining count at once; rejections (rare) are topped up.
+            # Draw the whole remaining count at once; rejections (rare) are topped up, in
+            # stream order.
             chunk = self.next(size * (length - len(vec)))
-            for i in range(0, len(chunk), size):
-                x = int.from_bytes(chunk[i : i + size], "little") & mask
-                if x < modulus:
-                    vec.append(x)
+            drawn = [
+                int.from_bytes(chunk[i : i + size], "little") & mask
+                for i in range(0, len(chunk), size)
+            ]
+            if max(drawn) < modulus:
+                vec += drawn
+            else:
+                vec += [x for x in drawn if x < modulus]
         return vec
 
     @classmethod
