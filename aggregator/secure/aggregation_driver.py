@@ -83,7 +83,7 @@ def finish(
     if [r.report_id for r in response.results] != sent:
         raise HelperGarbage(f"the helper answered {len(response.results)} results for {len(sent)}")
     outcomes = list(half.refusals.items())
-    total = vdaf.agg_init()
+    accepted: list[list[int]] = []
     for result in response.results:
         if result.refusal:
             outcomes.append((result.report_id, result.refusal))
@@ -94,9 +94,9 @@ def finish(
         except VdafError:
             outcomes.append((result.report_id, HELPER_MISMATCH))
             continue
-        total = vdaf.agg_update(total, out)
+        accepted.append(out)
         outcomes.append((result.report_id, ""))
-    return outcomes, total
+    return outcomes, vdaf.agg_many(accepted)
 
 
 class AggregationDriver:

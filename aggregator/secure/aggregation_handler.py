@@ -41,8 +41,7 @@ def verify_job(
     """The helper's half of one job: per report the verifier message or a refusal, the sum
     of the accepted output shares, and how many were accepted."""
     vdaf = vdaf_of(query)
-    total = vdaf.agg_init()
-    accepted = 0
+    outs: list[list[int]] = []
     results = []
     in_job: set[bytes] = set()
     for item in request.reports:
@@ -78,9 +77,8 @@ def verify_job(
             result.refusal, result.detail = "BAD_PROOF", str(error)
             continue
         result.verifier_message = vdaf.encode_verifier_message(message)
-        total = vdaf.agg_update(total, out)
-        accepted += 1
-    return results, total, accepted
+        outs.append(out)
+    return results, vdaf.agg_many(outs), len(outs)
 
 
 class HelperHandler:

@@ -277,7 +277,8 @@ def bits_check(
         for j in range(chunk_length):
             powers[j] = r_power
             r_power = r_power * r % p
-        inputs[0::2] = [w * x % p for w, x in zip(powers, padded[start : start + chunk_length])]
+        chunk = padded[start : start + chunk_length]
+        inputs[0::2] = [w * x % p for w, x in zip(powers, chunk, strict=True)]
         inputs[1::2] = shifted[start : start + chunk_length]
         total += gadgets[0](list(inputs))
     return total % p

@@ -266,6 +266,15 @@ class Prio3(Generic[Measurement, AggResult]):
     def agg_update(self, agg_share: Sequence[int], out_share: Sequence[int]) -> list[int]:
         return vec_add(self.field, agg_share, out_share)
 
+    def agg_many(self, out_shares: Iterable[Sequence[int]]) -> list[int]:
+        """The aggregate share of many output shares: `agg_update` over each, with one
+        reduction per entry at the end instead of one per report."""
+        p, total = self.field.modulus, self.agg_init()
+        columns = list(zip(*out_shares, strict=True)) or [() for _ in total]
+        if len(columns) != len(total):
+            raise VdafError(f"output shares must have {len(total)} entries, got {len(columns)}")
+        return [sum(column) % p for column in columns]
+
     def merge(self, agg_shares: Iterable[Sequence[int]]) -> list[int]:
         total = self.agg_init()
         for share in agg_shares:

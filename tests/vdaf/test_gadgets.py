@@ -47,3 +47,16 @@ def test_parallel_sum_adds_its_copies() -> None:
     assert gadget.eval(Field64, [2, 3, 4, 5, 6, 7]) == 2 * 3 + 4 * 5 + 6 * 7
     with pytest.raises(VdafError, match="count >= 1"):
         ParallelSum(Mul(), 0)
+
+
+@pytest.mark.parametrize("f", [Field64, Field128], ids=lambda f: f.name)
+def test_parallel_mul_polynomial_is_the_sum_of_its_copies_polynomials(f: Field) -> None:
+    """ParallelSum(Mul)'s batched gadget polynomial equals the sum of each Mul's own."""
+    rng = random.Random(7)
+    gadget = ParallelSum(Mul(), 5)
+    wires = [[rng.randrange(f.modulus) for _ in range(16)] for _ in range(gadget.arity)]
+    expected = [0] * 32
+    for i in range(gadget.count):
+        part = Mul().eval_poly(f, wires[2 * i : 2 * i + 2])
+        expected = [(a + b) % f.modulus for a, b in zip(expected, part, strict=True)]
+    assert gadget.eval_poly(f, wires) == expected

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ldpcollect.vdaf.errors import VdafError
-from ldpcollect.vdaf.field import Field64, Field128
+from ldpcollect.vdaf.field import Field, Field64, Field128
 from ldpcollect.vdaf.polynomial import (
     double_evaluations,
+    double_evaluations_many,
     extend_values,
     lagrange_eval,
     lagrange_eval_batched,
@@ -78,3 +81,35 @@ def test_extend_values_works_in_field64_and_refuses_too_many_values() -> None:
     assert extend_values(Field64, values[:3], 8) == values
     with pytest.raises(VdafError, match="do not fit"):
         extend_values(Field64, [*values, 0], 8)
+
+
+def _coset_reference(f: Field, values: list[int]) -> list[int]:
+    """The odd 2n-th-root values by one inverse NTT and one coset NTT (no matrix)."""
+    n = len(values)
+    doubled = [0] * (2 * n)
+    doubled[0::2] = values
+    doubled[1::2] = f.ntt(f.inv_ntt(values, n), n, set_s=True)
+    return doubled
+
+
+@pytest.mark.parametrize("f", [Field64, Field128], ids=lambda f: f.name)
+@pytest.mark.parametrize("n", [1, 2, 16, 32, 128])
+def test_doubling_many_polynomials_at_once_matches_one_at_a_time(f: Field, n: int) -> None:
+    """The packed matrix path (n <= 64) and the NTT path (above), with the largest values
+    (no slot may carry into the next), zeros, and trailing zero nodes skipped."""
+    rng = random.Random(n)
+    top = f.modulus - 1
+    polys = [
+        [top] * n,
+        [0] * n,
+        [rng.randrange(f.modulus) for _ in range(n)],
+        [rng.randrange(f.modulus) for _ in range(n // 2 or 1)] + [0] * (n - (n // 2 or 1)),
+    ]
+    assert double_evaluations_many(f, polys) == [_coset_reference(f, q) for q in polys]
+    trailing = [q[: n // 2 or 1] + [0] * (n - (n // 2 or 1)) for q in polys]
+    assert double_evaluations_many(f, trailing) == [_coset_reference(f, q) for q in trailing]
+
+
+def test_doubling_many_refuses_mixed_lengths() -> None:
+    with pytest.raises(VdafError, match="different lengths"):
+        double_evaluations_many(field, [[1, 2], [1, 2, 3, 4]])

@@ -274,3 +274,17 @@ def test_any_sharding_randomness_verifies_and_unshards_to_the_measurement(
     expected = [0] * 10
     expected[bucket] = 1
     assert vdaf.unshard(out_shares, 1) == expected
+
+
+def test_aggregating_many_output_shares_at_once_equals_one_at_a_time() -> None:
+    vdaf = prio3_sum_vec(2, 4, 1, 2)
+    p = vdaf.field.modulus
+    rng = random.Random(3)
+    outs = [[rng.randrange(p) for _ in range(4)] for _ in range(25)] + [[p - 1] * 4]
+    folded = vdaf.agg_init()
+    for out in outs:
+        folded = vdaf.agg_update(folded, out)
+    assert vdaf.agg_many(outs) == folded
+    assert vdaf.agg_many([]) == vdaf.agg_init()
+    with pytest.raises(VdafError, match="4 entries"):
+        vdaf.agg_many([[1, 2, 3]])
