@@ -77,11 +77,9 @@ def double_evaluations_many(field: Field, polys: Sequence[Sequence[int]]) -> lis
     """`double_evaluations` of each polynomial (all of one power-of-two length n).
 
     The odd values are a fixed linear map of the given ones (inverse NTT, then NTT on the
-    coset s * w**i), so for small n they come from a cached matrix. The polynomials are
-    packed side by side into one Python integer per node (Kronecker substitution, slots
-    wide enough that no sum carries into the next), so each matrix entry costs one big-int
-    multiplication for all polynomials together. Trailing nodes where every polynomial is
-    zero (the prover's unused gadget calls) are skipped.
+    coset s * w**i), so for small n they come from a cached matrix whose columns are packed
+    into one Python integer each (Kronecker substitution): a polynomial's odd values are
+    then one big-integer dot product of its n values with the n packed columns, unpacked.
     """
     lengths = {len(q) for q in polys}
     if len(lengths) != 1:
@@ -102,22 +100,32 @@ def double_evaluations_many(field: Field, polys: Sequence[Sequence[int]]) -> lis
 
 
 def _odd_values_packed(field: Field, polys: Sequence[Sequence[int]], n: int) -> list[list[int]]:
-    p, k = field.modulus, len(polys)
-    used = n
-    while used > 1 and not any(q[used - 1] for q in polys):
-        used -= 1
-    # A slot holds a sum of `used` products of two elements below p: < n * p**2.
-    slot = 2 * field.encoded_size + (n.bit_length() + 7) // 8
-    packed = [
-        int.from_bytes(b"".join(q[j].to_bytes(slot, "little") for q in polys), "little")
-        for j in range(used)
-    ]
-    odds = [[0] * n for _ in range(k)]
-    for r, row in enumerate(_odd_rows(field, n)):
-        data = sum(map(mul, row[:used], packed)).to_bytes(slot * k, "little")
-        for i in range(k):
-            odds[i][r] = int.from_bytes(data[i * slot : (i + 1) * slot], "little") % p
+    p = field.modulus
+    slot, columns = _packed_columns(field, n)
+    width = slot * n
+    odds = []
+    for q in polys:
+        # Zero values (most of the prover's wires are 0 where an answer bit is 0) cost
+        # next to nothing here.
+        data = sum(map(mul, q, columns)).to_bytes(width, "little")
+        odds.append(
+            [int.from_bytes(data[i : i + slot], "little") % p for i in range(0, width, slot)]
+        )
     return odds
+
+
+@cache
+def _packed_columns(field: Field, n: int) -> tuple[int, tuple[int, ...]]:
+    """The doubling matrix's columns, each packed into one integer (row r in slot r), and
+    the slot size in bytes: a slot holds a sum of n products of two elements below p, so
+    no sum carries into the next slot."""
+    slot = 2 * field.encoded_size + (n.bit_length() + 7) // 8
+    rows = _odd_rows(field, n)
+    columns = tuple(
+        int.from_bytes(b"".join(row[j].to_bytes(slot, "little") for row in rows), "little")
+        for j in range(n)
+    )
+    return slot, columns
 
 
 @cache

@@ -96,7 +96,8 @@ def _coset_reference(f: Field, values: list[int]) -> list[int]:
 @pytest.mark.parametrize("n", [1, 2, 16, 32, 128])
 def test_doubling_many_polynomials_at_once_matches_one_at_a_time(f: Field, n: int) -> None:
     """The packed matrix path (n <= 64) and the NTT path (above), with the largest values
-    (no slot may carry into the next), zeros, and trailing zero nodes skipped."""
+    (no slot may carry into the next), zeros, and trailing zero nodes (the prover's unused
+    gadget calls)."""
     rng = random.Random(n)
     top = f.modulus - 1
     polys = [
