@@ -6,8 +6,8 @@ discrete Gaussian noise sigma 2 added by EACH aggregator) over the 10 x 10 block
 around the simulated city's busiest hotspot; simulated devices draw locally, shard and seal
 their answers (worker processes) and upload once to the leader; the collector closes,
 collects both sealed shares, opens, debiases and prints the estimates beside the truth, the
-three views of each release, and stops both servers. Sealing is the slow part (the device's
-FLP proof in Python): see docs/secure-mode.md for the figures.
+three views of each release, and stops both servers. The device side (the FLP proof in
+Python) is about half of the CPU time: see docs/secure-mode.md for the figures.
 """
 
 from __future__ import annotations
@@ -44,10 +44,11 @@ from ldpcollect_cli.service_render import print_json, privacy_table, release_jso
 NOISE_SIGMA = "2"
 LABELS = {"rr": "RR 0.85/0.3", "sp": f"SP s=0.5 + noise {NOISE_SIGMA} per aggregator"}
 UPLOAD_BATCH = 250
-# The default device count: 20,000 take about 5 minutes on this shared 2-core machine (each
-# device's sealing costs ~5 ms for RR and ~11 ms for an SP pair in Python, and both servers'
-# verification shares the same cores); 3,000 take about 50 s. `-n 20000` runs the full size.
-SECURE_DEMO_DEVICES = 3_000
+# The issue's size. On this shared 2-core machine it takes about 1.5-2 minutes: each device's
+# sealing costs ~0.7 ms for RR and ~1.6 ms for an SP pair in Python, and both servers'
+# verification shares the same two cores (docs/secure-mode.md, "Speed"). `-n 3000` for a
+# quick look (about 20 s).
+SECURE_DEMO_DEVICES = 20_000
 
 
 @dataclass(frozen=True)

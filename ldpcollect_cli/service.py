@@ -484,7 +484,7 @@ def demo(
             "-n",
             min=100,
             max=1_000_000,
-            help="Simulated devices (default 20,000; with --secure 3,000: sealing is slow).",
+            help="Simulated devices (default 20,000).",
         ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed")] = 2024,

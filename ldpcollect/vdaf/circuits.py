@@ -263,11 +263,16 @@ def bits_check(
     chunk_length: int,
     gadgets: Sequence[GadgetCall],
 ) -> int:
-    """sum over chunks c of ParallelSum(Mul)(r_c**j * x_j, x_j - 1/num_shares ...)."""
+    """sum over chunks c of ParallelSum(Mul)(r_c**j * x_j, x_j - 1/num_shares ...).
+
+    The gadget inputs are passed unreduced (integers congruent to the field values, possibly
+    negative): the prover's recorder reduces them, and the verifier only combines them
+    linearly and reduces the result, so one reduction per input is saved where it is not
+    needed."""
     p = field.modulus
     shares_inv = field.inv(num_shares)
     padded = list(meas) + [0] * (len(joint_rand) * chunk_length - len(meas))
-    shifted = [(x - shares_inv) % p for x in padded]
+    shifted = [x - shares_inv for x in padded]
     inputs = [0] * (2 * chunk_length)
     total = 0
     for c, r in enumerate(joint_rand):
@@ -278,7 +283,7 @@ def bits_check(
             powers[j] = r_power
             r_power = r_power * r % p
         chunk = padded[start : start + chunk_length]
-        inputs[0::2] = [w * x % p for w, x in zip(powers, chunk, strict=True)]
+        inputs[0::2] = [w * x for w, x in zip(powers, chunk, strict=True)]
         inputs[1::2] = shifted[start : start + chunk_length]
         total += gadgets[0](list(inputs))
     return total % p

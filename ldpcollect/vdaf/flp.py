@@ -112,13 +112,16 @@ class _ProveRecorder(_WireRecorder):
         self.field = field
 
     def __call__(self, inp: list[int]) -> int:
+        p = self.field.modulus
+        inp = [x % p for x in inp]  # a circuit may pass unreduced inputs (`bits_check`)
         self.record(inp)
         return self.gadget.eval(self.field, inp)
 
 
 class _QueryRecorder(_WireRecorder):
     """The verifier's view of a gadget: record the inputs (of a share) and answer call k from
-    (the share of) the gadget polynomial at w**k."""
+    (the share of) the gadget polynomial at w**k. The inputs are only used in `wires_at`,
+    which reduces its sums, so unreduced inputs are fine here."""
 
     def __init__(
         self,
