@@ -10,7 +10,7 @@ from __future__ import annotations
 from Crypto.Hash import TurboSHAKE128
 
 from ldpcollect.vdaf.errors import VdafError
-from ldpcollect.vdaf.field import Field, next_power_of_two
+from ldpcollect.vdaf.field import Field, decode_little_endian, next_power_of_two
 
 VERSION = 18
 """The draft's VERSION constant (unchanged by the editorial drafts 19 and 20)."""
@@ -55,11 +55,9 @@ class XofTurboShake128:
         while len(vec) < length:
             # Draw the whole remaining count at once; rejections (rare) are topped up, in
             # stream order.
-            chunk = self.next(size * (length - len(vec)))
-            drawn = [
-                int.from_bytes(chunk[i : i + size], "little") & mask
-                for i in range(0, len(chunk), size)
-            ]
+            drawn = decode_little_endian(self.next(size * (length - len(vec))), size)
+            if mask != (1 << 8 * size) - 1:  # both draft fields fill their bytes exactly
+                drawn = [x & mask for x in drawn]
             if max(drawn) < modulus:
                 vec += drawn
             else:
