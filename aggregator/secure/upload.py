@@ -52,13 +52,11 @@ class UploadResult:
     rejected: list[tuple[int, bytes, ServiceError]] = field(default_factory=list)
 
 
-def check_upload(body: bytes, query: StoredQuery, key_pair: HpkeKeyPair) -> Checked:
-    """Everything the leader can check alone; raises a refusal (ReportRefused for the
-    report's own faults)."""
-    try:
-        report = SecureReport.decode(body)
-    except SecureFormatError as error:
-        raise ReportRefused("MALFORMED", f"not a secure report: {error}") from None
+def check_report(
+    report: SecureReport, body: bytes, query: StoredQuery, key_pair: HpkeKeyPair
+) -> Checked:
+    """Everything the leader can check alone about `report` (decoded from `body`); raises a
+    refusal (ReportRefused for the report's own faults)."""
     if query.state != OPEN:
         raise FailedPrecondition(f"secure query {query.query_id!r} is not open")
     expected_round = query.params["upload_round"]
@@ -92,6 +90,13 @@ def check_upload(body: bytes, query: StoredQuery, key_pair: HpkeKeyPair) -> Chec
     except ReportRejected as rejected:
         raise ReportRefused(rejected.reason.name, rejected.detail) from None
     return Checked(report, body, plaintext)
+
+
+def _decode(body: bytes) -> SecureReport:
+    try:
+        return SecureReport.decode(body)
+    except SecureFormatError as error:
+        raise ReportRefused("MALFORMED", f"not a secure report: {error}") from None
 
 
 class LeaderUpload:
@@ -142,10 +147,8 @@ class LeaderUpload:
         return result
 
     def _check(self, body: bytes, queries: dict[str, StoredQuery | None]) -> Checked:
-        try:
-            query_id = SecureReport.decode(body).query_id
-        except SecureFormatError as error:
-            raise ReportRefused("MALFORMED", f"not a secure report: {error}") from None
+        report = _decode(body)
+        query_id = report.query_id
         if query_id not in queries:
             try:
                 queries[query_id] = self.store.query(query_id)
@@ -154,7 +157,7 @@ class LeaderUpload:
         query = queries[query_id]
         if query is None:
             raise NotFound(f"no secure query {query_id!r}")
-        return check_upload(body, query, self.key_pair)
+        return check_report(report, body, query, self.key_pair)
 
     def _reject(
         self, result: UploadResult, index: int, report_id: bytes, refusal: ServiceError
