@@ -42,6 +42,9 @@ class AggregatorConfig:
     tls_client_ca: str | Path | None = None
     # Server reflection lists the Collector (and health); True lists the Admin service too.
     reflection_admin: bool = False
+    # Device admission: the token issuer's directory file (JSON, public keys; re-read when it
+    # changes). Without it, queries that require tokens cannot be created.
+    token_directory: str | Path | None = None
 
     @property
     def tls(self) -> bool:

@@ -26,6 +26,7 @@ from grpc_reflection.v1alpha import reflection
 
 from aggregator.config import AggregatorConfig
 from aggregator.metrics import AggregatorMetrics
+from aggregator.redemption import Redeemer, TokenKeys
 from aggregator.release import release_function
 from aggregator.rpc_handlers import add_services
 from aggregator.service import AdminService, CollectorService
@@ -147,6 +148,8 @@ class AggregatorServer:
         """
         ensure_port_free(self.config.listen)
         credentials = server_credentials(self.config)
+        directory = self.config.token_directory
+        redeemer = Redeemer(self.store, None if directory is None else TokenKeys(directory))
         await self.store.open()
         options = [
             # Without this, gRPC on Linux sets SO_REUSEPORT and a second server on the same
@@ -165,8 +168,11 @@ class AggregatorServer:
                 self.config.max_batch_reports,
                 self.config.stream_chunk_reports,
                 self.config.overload_limits,
+                redeemer,
             ),
-            AdminService(self.store, self.config.admin_token, release_function()),
+            AdminService(
+                self.store, self.config.admin_token, release_function(), redeemer=redeemer
+            ),
         )
         self._health = AsyncHealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)

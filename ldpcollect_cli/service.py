@@ -120,6 +120,15 @@ def serve(
             "only the Collector and health).",
         ),
     ] = False,
+    token_directory: Annotated[
+        Path | None,
+        typer.Option(
+            "--token-directory",
+            help="The token issuer's directory file (`ldpcollect issuer serve "
+            "--directory-out`): lets queries require admission tokens (query create "
+            "--require-tokens). Re-read when it changes.",
+        ),
+    ] = None,
 ) -> None:
     """Run the aggregator (gRPC Collector + Admin) until SIGINT/SIGTERM. Plaintext unless
     --tls-cert/--tls-key are given (a warning says so when listening beyond loopback)."""
@@ -137,6 +146,7 @@ def serve(
         max_streams,
         stream_idle_timeout,
         reflection,
+        token_directory,
     )
     guarded(lambda: serve_blocking(settings))
 
@@ -193,6 +203,14 @@ def query_create(
             help="Discrete Gaussian release noise sigma, in [1/10, 1000] (omit for none).",
         ),
     ] = None,
+    require_tokens: Annotated[
+        bool,
+        typer.Option(
+            "--require-tokens",
+            help="Accept a report only with a fresh admission token bound to this query and "
+            "round (the aggregator needs --token-directory); see docs/admission.md.",
+        ),
+    ] = False,
     allow_no_privacy: Annotated[
         bool,
         typer.Option(
@@ -233,6 +251,7 @@ def query_create(
                 min_reports=min_reports,
                 noise_sigma=sigma,
                 allow_no_privacy=allow_no_privacy,
+                require_tokens=require_tokens,
             ),
             tls_ca,
         )

@@ -29,6 +29,8 @@ GRPC_EDGE = {
     "aggregator.rpc_handlers",  # their registration: request bytes decoded, aborts bounded
     "aggregator.status_map",  # refusals -> statuses, the one table
     "aggregator.metrics",  # metrics labelled by status
+    "aggregator.issuer.service",  # the token issuer's servicer (its own statuses)
+    "aggregator.issuer.server",  # and its server
 }
 
 
