@@ -429,6 +429,25 @@ def fleet_run(
         bool,
         typer.Option("--progress/--no-progress", help="Progress bars on stderr while sending."),
     ] = True,
+    issuer: Annotated[
+        str | None,
+        typer.Option(
+            "--issuer",
+            help="host:port of the token issuer, for queries that require admission tokens "
+            "(each simulated device gets its own token per round).",
+        ),
+    ] = None,
+    enrollment_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--enrollment-key",
+            help="The issuer's enrollment key (enrollment.key in its --state-dir): enrolls "
+            "the simulated devices as <--device-prefix>-<i>.",
+        ),
+    ] = None,
+    device_prefix: Annotated[
+        str, typer.Option("--device-prefix", help="Issuer device ids of the simulated devices.")
+    ] = "sim",
     server: Server = DEFAULT_SERVER,
     admin_token: Token = "",
     tls_ca: TlsCa = None,
@@ -456,6 +475,9 @@ def fleet_run(
         admin_token=admin_token,
         tls_ca=tls_ca,
         json_out=json_out,
+        issuer=issuer,
+        enrollment_key=enrollment_key,
+        device_prefix=device_prefix,
     )
     guarded(lambda: run_fleet_command(request, console))
 
