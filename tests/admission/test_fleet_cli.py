@@ -41,15 +41,13 @@ def test_a_fleet_enrolled_at_the_issuer_answers_a_token_query_within_its_quota(
             # second query in this epoch, and send nothing.
             cli("query", "create", "--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3",
                 "--targets", TARGETS, "--id", "rr-tokens", "--require-tokens")  # fmt: skip
-            again = json.loads(cli(*[a if a != "sp-tokens" else "rr-tokens" for a in fleet]))
+            rr_fleet = [a if a != "sp-tokens" else "rr-tokens" for a in fleet]
+            again = json.loads(cli(*rr_fleet))
             [round1] = again["rounds"]
             assert round1["accepted"] == 0 and round1["failed"] == 40
             assert any("RESOURCE_EXHAUSTED" in f["code"] for f in round1["failures"]), round1
             # Other devices (another prefix) still can.
-            other = json.loads(
-                cli(*[a if a != "sp-tokens" else "rr-tokens" for a in fleet],
-                    "--device-prefix", "other")  # fmt: skip
-            )
+            other = json.loads(cli(*rr_fleet, "--device-prefix", "other"))
             assert other["rounds"][0]["accepted"] == 40
             shown = json.loads(cli("query", "show", "--query", "rr-tokens", "--json"))
             assert shown["reports_per_round"] == [40] and shown["require_tokens"] is True
