@@ -12,24 +12,46 @@ from collections.abc import Sequence
 
 from aggregator.model import Redemption
 
-_LOOKUP = "SELECT report_id FROM spent_tokens WHERE query_id = ? AND nonce = ?"
 _INSERT = "INSERT INTO spent_tokens (query_id, nonce, report_id) VALUES (?, ?, ?)"
+_LOOKUP_CHUNK = 500  # nonces per SELECT (below SQLite's bound-parameter limit)
+
+
+def _spent_before(
+    conn: sqlite3.Connection, query_id: str, nonces: Sequence[bytes]
+) -> dict[bytes, bytes]:
+    """nonce -> report id of the nonces already spent for the query."""
+    found: dict[bytes, bytes] = {}
+    unique = list(dict.fromkeys(nonces))
+    for start in range(0, len(unique), _LOOKUP_CHUNK):
+        chunk = unique[start : start + _LOOKUP_CHUNK]
+        rows = conn.execute(
+            "SELECT nonce, report_id FROM spent_tokens WHERE query_id = ? AND nonce IN "
+            f"({', '.join('?' * len(chunk))})",
+            (query_id, *chunk),
+        )
+        found.update((bytes(nonce), bytes(report_id)) for nonce, report_id in rows)
+    return found
 
 
 def redeem(
     conn: sqlite3.Connection, query_id: str, items: Sequence[tuple[bytes, bytes]]
 ) -> list[Redemption]:
-    """Spend each (nonce, report id) in order, inside the caller's transaction."""
+    """Spend each (nonce, report id) in order, inside the caller's transaction: one lookup
+    per 500 nonces, one insert per new nonce."""
+    spent = _spent_before(conn, query_id, [nonce for nonce, _ in items])
     outcomes: list[Redemption] = []
+    new: list[tuple[str, bytes, bytes]] = []
     for nonce, report_id in items:
-        row = conn.execute(_LOOKUP, (query_id, nonce)).fetchone()
-        if row is None:
-            conn.execute(_INSERT, (query_id, nonce, report_id))
+        holder = spent.get(nonce)
+        if holder is None:
+            spent[nonce] = report_id
+            new.append((query_id, nonce, report_id))
             outcomes.append(Redemption.NEW)
-        elif bytes(row[0]) == report_id:
+        elif holder == report_id:
             outcomes.append(Redemption.SAME_REPORT)
         else:
             outcomes.append(Redemption.SPENT)
+    conn.executemany(_INSERT, new)
     return outcomes
 
 
