@@ -70,7 +70,7 @@ def report_challenge(key: IssuerKey, query: pb.Query, round_: int) -> TokenChall
     return query_challenge(query.token_issuer, query.query_id, round_)
 
 
-def _requests(
+def blind_requests(
     key: IssuerKey, challenges: Sequence[TokenChallenge]
 ) -> tuple[ipb.IssueTokensRequest, list[PendingToken]]:
     pairs = [request_token(key.key, challenge) for challenge in challenges]
@@ -78,7 +78,7 @@ def _requests(
     return request, [pending for _, pending in pairs]
 
 
-def _finish(pending: list[PendingToken], response: ipb.IssueTokensResponse) -> list[bytes]:
+def finish_tokens(pending: list[PendingToken], response: ipb.IssueTokensResponse) -> list[bytes]:
     if len(response.token_responses) != len(pending):
         raise ParameterError(
             "IssueTokens response", len(response.token_responses), f"{len(pending)} signatures"
@@ -103,11 +103,11 @@ class IssuerClient:
 
     def tokens(self, key: IssuerKey, challenges: Sequence[TokenChallenge]) -> list[bytes]:
         """One finished token per challenge (all or none; the issuer counts them)."""
-        request, pending = _requests(key, challenges)
+        request, pending = blind_requests(key, challenges)
         response = self._stub.IssueTokens(
             request, metadata=self.enrollment.metadata(), timeout=self._timeout
         )
-        return _finish(pending, response)
+        return finish_tokens(pending, response)
 
 
 class AsyncIssuerClient:
@@ -124,8 +124,8 @@ class AsyncIssuerClient:
     async def tokens(
         self, enrollment: Enrollment, key: IssuerKey, challenges: Sequence[TokenChallenge]
     ) -> list[bytes]:
-        request, pending = _requests(key, challenges)
+        request, pending = blind_requests(key, challenges)
         response = await self._stub.IssueTokens(
             request, metadata=enrollment.metadata(), timeout=self._timeout
         )
-        return _finish(pending, response)
+        return finish_tokens(pending, response)

@@ -8,7 +8,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from client.tokens import Enrollment, IssuerClient
+from client.tokens import Enrollment, IssuerClient, blind_requests
 from ldpcollect.admission.query_challenge import query_challenge
 from ldpcollect.admission.verification import verify_tokens
 from ldpcollect.v1 import issuer_pb2 as ipb
@@ -68,9 +68,7 @@ def test_the_issuer_refuses_unenrolled_callers_and_bad_requests_precisely(
                 stub.IssueTokens(request, metadata=metadata, timeout=30)
             return f"{refused.value.code().name}: {refused.value.details()}"
 
-        from client.tokens import _requests
-
-        request, _ = _requests(key, [challenge])
+        request, _ = blind_requests(key, [challenge])
         assert code_of(request, ()).startswith("UNAUTHENTICATED")
         wrong = Enrollment("dev-1", "00" * 32).metadata()
         assert code_of(request, wrong).startswith("PERMISSION_DENIED")

@@ -182,3 +182,22 @@ def test_a_token_query_needs_an_aggregator_with_the_token_directory(tmp_path: Pa
         )  # fmt: skip
         assert done.returncode == 1
         assert "FAILED_PRECONDITION" in done.stderr and "--token-directory" in done.stderr
+
+
+def test_a_report_stream_redeems_each_report_on_its_own(setup: Setup) -> None:
+    create(setup.aggregator, "tq", "--require-tokens")
+    with grpc.insecure_channel(setup.issuer) as ic, grpc.insecure_channel(setup.aggregator) as ac:
+        issuer = IssuerClient(ic, Enrollment("dev-3", setup.secrets["dev-3"]))
+        key = issuer.key()
+        a, b = issuer.tokens(key, [query_challenge(key.issuer_name, "tq", 1)] * 2)
+        stream = [report("tq", a), report("tq", b""), report("tq", a), report("tq", b)]
+        stub = pb_grpc.CollectorStub(ac)
+        response = stub.StreamReports(
+            iter([pb.SubmitReportRequest(report=r) for r in stream]), timeout=30
+        )
+        assert response.accepted == 2
+        assert [(r.index, r.code) for r in response.rejected] == [
+            (1, grpc.StatusCode.UNAUTHENTICATED.value[0]),
+            (2, grpc.StatusCode.ALREADY_EXISTS.value[0]),
+        ]
+        assert reports_of(stub, "tq") == [2]
