@@ -499,6 +499,14 @@ def demo(
         Path | None,
         typer.Option("--maps", help="Folder for each release's map (PNG and HTML, with truth)."),
     ] = None,
+    tokens: Annotated[
+        bool,
+        typer.Option(
+            "--tokens",
+            help="Device admission too: run a token issuer, require tokens in every query and "
+            "enroll the simulated devices (about 5 blind signatures per device: use -n 500).",
+        ),
+    ] = False,
     json_out: Json = False,
 ) -> None:
     """End to end: aggregator on SQLite, RR and SP queries, 20,000 devices, releases, stop."""
@@ -512,6 +520,7 @@ def demo(
         json_out=json_out,
         postprocess=postprocess,
         maps=maps,
+        tokens=tokens,
     )
     guarded(lambda: run_demo(settings, console))
 
