@@ -44,6 +44,10 @@ class Enrollment:
         return ((DEVICE_METADATA, self.device_id), ("authorization", f"Bearer {self.secret}"))
 
 
+# With mutual TLS at the issuer the channel's client certificate is the device's identity.
+CERTIFICATE = Enrollment("", "")
+
+
 @dataclass(frozen=True)
 class IssuerKey:
     """What a device blinds against: the issuer's name and its current key."""
@@ -104,9 +108,8 @@ class IssuerClient:
     def tokens(self, key: IssuerKey, challenges: Sequence[TokenChallenge]) -> list[bytes]:
         """One finished token per challenge (all or none; the issuer counts them)."""
         request, pending = blind_requests(key, challenges)
-        response = self._stub.IssueTokens(
-            request, metadata=self.enrollment.metadata(), timeout=self._timeout
-        )
+        metadata = self.enrollment.metadata() if self.enrollment.device_id else ()
+        response = self._stub.IssueTokens(request, metadata=metadata, timeout=self._timeout)
         return finish_tokens(pending, response)
 
 

@@ -58,6 +58,14 @@ def issuer_serve(
     ] = None,
     tls_cert: Annotated[Path | None, typer.Option("--tls-cert", help="PEM certificate.")] = None,
     tls_key: Annotated[Path | None, typer.Option("--tls-key", help="PEM private key.")] = None,
+    tls_client_ca: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-client-ca",
+            help="Mutual TLS: devices present a certificate from this CA and are identified "
+            "by it (one certificate, K tokens per epoch) instead of an enrollment secret.",
+        ),
+    ] = None,
 ) -> None:
     """Run the token issuer until SIGINT/SIGTERM."""
     from aggregator.issuer.server import IssuerConfig, IssuerServer, run
@@ -71,6 +79,7 @@ def issuer_serve(
         directory_out=directory_out,
         tls_cert=tls_cert,
         tls_key=tls_key,
+        tls_client_ca=tls_client_ca,
     )
 
     def announce(server: IssuerServer, port: int) -> None:

@@ -42,6 +42,9 @@ class IssuerConfig:
     directory_out: Path | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    # Mutual TLS: devices present a certificate from this CA and are identified by it (no
+    # enrollment secret needed; secrets still work).
+    tls_client_ca: Path | None = None
 
 
 def enrollment_key_path(state_dir: Path) -> Path:
@@ -64,8 +67,11 @@ class IssuerServer:
         enrollment_key = load_or_create_key(enrollment_key_path(self.config.state_dir))
         server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         if self.config.tls_cert is not None and self.config.tls_key is not None:
+            client_ca = self.config.tls_client_ca
             credentials = grpc.ssl_server_credentials(
-                [(self.config.tls_key.read_bytes(), self.config.tls_cert.read_bytes())]
+                [(self.config.tls_key.read_bytes(), self.config.tls_cert.read_bytes())],
+                root_certificates=None if client_ca is None else client_ca.read_bytes(),
+                require_client_auth=client_ca is not None,
             )
             port = server.add_secure_port(self.config.listen, credentials)
         else:

@@ -9,6 +9,7 @@ sign blindly off the event loop. All or nothing: a refused call counts no token.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from typing import Any, NoReturn
 
 import grpc
@@ -35,6 +36,17 @@ async def _abort(context: Context, code: grpc.StatusCode, message: str) -> NoRet
 
 def _sign_all(key: TokenSigningKey, requests: list[TokenRequest]) -> list[bytes]:
     return [sign_token_request(key, r).encode() for r in requests]
+
+
+def certificate_identity(context: Context) -> str | None:
+    """With mutual TLS, the device is its client certificate: "cert:" and the SHA-256 of the
+    certificate's PEM (gRPC has verified it against the issuer's client CA). One certificate,
+    one quota."""
+    auth = context.auth_context() or {}
+    pems = list(auth.get("x509_pem_cert") or [])
+    if not pems:
+        return None
+    return "cert:" + hashlib.sha256(pems[0]).hexdigest()
 
 
 class IssuerService(ipb_grpc.IssuerServicer):
@@ -111,10 +123,15 @@ class IssuerService(ipb_grpc.IssuerServicer):
         return ipb.IssueTokensResponse(token_responses=responses, epoch=epoch, remaining=remaining)
 
     async def _authenticate(self, context: Context) -> str:
-        """The device id whose enrollment secret the call presents, or abort UNAUTHENTICATED
-        (missing) / PERMISSION_DENIED (wrong)."""
+        """The device id whose enrollment secret the call presents, or else (with mutual TLS)
+        the client certificate's identity; abort UNAUTHENTICATED (neither) / PERMISSION_DENIED
+        (a wrong secret)."""
         metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ())}
         device_id, authorization = metadata.get(DEVICE_METADATA), metadata.get("authorization")
+        if device_id is None and authorization is None:
+            certified = certificate_identity(context)
+            if certified is not None:
+                return certified
         if not isinstance(device_id, str) or not isinstance(authorization, str):
             await _abort(
                 context,

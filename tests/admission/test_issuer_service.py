@@ -95,3 +95,29 @@ def test_the_published_directory_lists_the_current_key(tmp_path: Path) -> None:
         assert written == served
         assert written.issuer_request_uri.startswith(f"grpc://{issuer.address}/")
         assert response.tokens_per_epoch == 3
+
+
+def test_with_mutual_tls_the_client_certificate_is_the_device(tmp_path: Path) -> None:
+    from client.channels import ClientIdentity, open_channel
+    from client.tokens import CERTIFICATE
+    from tests.cli.tls_certs import make_tls_files
+
+    tls = make_tls_files(tmp_path)
+    state = tmp_path / "issuer"
+    secrets = enroll(state, "dev-1")
+    args = ["--tls-cert", str(tls.cert), "--tls-key", str(tls.key)]
+    with issuing(state, *args, "--tls-client-ca", str(tls.ca), tokens_per_epoch=2) as issuer:
+        identity = ClientIdentity(tls.client_cert, tls.client_key)
+        with open_channel(issuer.address, tls.ca, identity=identity) as channel:
+            by_certificate = IssuerClient(channel, CERTIFICATE)
+            key = by_certificate.key()
+            challenge = query_challenge(key.issuer_name, "q", 1)
+            assert len(by_certificate.tokens(key, [challenge, challenge])) == 2
+            with pytest.raises(grpc.RpcError) as refused:  # the certificate's quota is spent
+                by_certificate.tokens(key, [challenge])
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            # An enrollment secret over the same connection is its own device.
+            by_secret = IssuerClient(channel, Enrollment("dev-1", secrets["dev-1"]))
+            assert len(by_secret.tokens(key, [challenge])) == 1
+        with pytest.raises(grpc.RpcError), open_channel(issuer.address, tls.ca) as anonymous:
+            IssuerClient(anonymous, CERTIFICATE).key()  # no client certificate: no connection
