@@ -45,6 +45,8 @@ class AggregatorConfig:
     # Device admission: the token issuer's directory file (JSON, public keys; re-read when it
     # changes). Without it, queries that require tokens cannot be created.
     token_directory: str | Path | None = None
+    # Worker processes verifying tokens (0: one worker thread).
+    token_verify_processes: int = 0
 
     @property
     def tls(self) -> bool:

@@ -17,8 +17,10 @@ A refused report changes no count. A token spent on a report that admission then
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -130,11 +132,47 @@ def _check_groups(
 
 
 class Redeemer:
-    """Screens submissions for the store; `keys` None: this aggregator accepts no tokens."""
+    """Screens submissions for the store; `keys` None: this aggregator accepts no tokens.
 
-    def __init__(self, store: Store, keys: TokenKeys | None = None) -> None:
+    Tokens are verified in a worker thread, or with `verify_processes` > 0 split across that
+    many worker processes (spawned, not forked: the gRPC server has threads), which is what
+    scales verification with the machine's cores."""
+
+    def __init__(
+        self, store: Store, keys: TokenKeys | None = None, verify_processes: int = 0
+    ) -> None:
+        if verify_processes < 0:
+            raise ValueError(f"verify_processes must be >= 0, got {verify_processes}")
         self._store = store
         self._keys = keys
+        self._shares = max(verify_processes, 1)
+        self._pool: ProcessPoolExecutor | None = None
+        if verify_processes > 0 and keys is not None:
+            context = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(verify_processes, mp_context=context)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    async def _verdicts(
+        self, keys: tuple[TokenPublicKey, ...], groups: dict[bytes, list[tuple[int, bytes]]]
+    ) -> dict[int, Verdict]:
+        pool = self._pool
+        if pool is None:
+            return await asyncio.to_thread(_check_groups, keys, groups)
+        shares: list[dict[bytes, list[tuple[int, bytes]]]] = [{} for _ in range(self._shares)]
+        for digest, items in groups.items():
+            size = -(-len(items) // self._shares)
+            for k, share in enumerate(shares):
+                if items[k * size : (k + 1) * size]:
+                    share[digest] = items[k * size : (k + 1) * size]
+        loop = asyncio.get_running_loop()
+        found = await asyncio.gather(
+            *(loop.run_in_executor(pool, _check_groups, keys, share) for share in shares if share)
+        )
+        return {i: verdict for part in found for i, verdict in part.items()}
 
     def issuer_name(self) -> str:
         """The issuer a new token-requiring query binds to; refuses when none is configured."""
@@ -213,7 +251,7 @@ class Redeemer:
                 "--token-directory; nothing was counted: retry once the operator restarts it"
             )
         self._keys.refresh()
-        verdicts = await asyncio.to_thread(_check_groups, self._keys.keys, groups)
+        verdicts = await self._verdicts(self._keys.keys, groups)
         valid: dict[str, list[int]] = {}
         for i, verdict in sorted(verdicts.items()):
             if verdict is Verdict.VALID:

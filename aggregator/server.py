@@ -137,6 +137,7 @@ class AggregatorServer:
             observer=self.metrics,
         )
         self._server: grpc.aio.Server | None = None
+        self._redeemer: Redeemer | None = None
         self._health: AsyncHealthServicer | None = None
         self.port: int | None = None
         self.metrics_port: int | None = None
@@ -149,7 +150,9 @@ class AggregatorServer:
         ensure_port_free(self.config.listen)
         credentials = server_credentials(self.config)
         directory = self.config.token_directory
-        redeemer = Redeemer(self.store, None if directory is None else TokenKeys(directory))
+        keys = None if directory is None else TokenKeys(directory)
+        self._redeemer = Redeemer(self.store, keys, self.config.token_verify_processes)
+        redeemer = self._redeemer
         await self.store.open()
         options = [
             # Without this, gRPC on Linux sets SO_REUSEPORT and a second server on the same
@@ -211,6 +214,8 @@ class AggregatorServer:
             await self._health.enter_graceful_shutdown()
         await self._server.stop(grace)
         self._server = None
+        if self._redeemer is not None:
+            await asyncio.to_thread(self._redeemer.close)
         await self.store.close()
         self.metrics.shutdown()
 

@@ -8,10 +8,11 @@ Issuance: one enrolled device asks the issuer process for `--issue` tokens in ca
 client's blinding is done before the clock starts. Redemption: an aggregator process started
 with `--token-directory` receives the same kind of batches (1,000 reports, 8 in flight,
 `client.loadgen` as bench.ingest uses) for a plain query and for a query that requires tokens,
-alternately, `--reps` times each (best kept). The tokens are made with OpenSSL RSA-PSS signing
-under a key this benchmark publishes in the directory (a token is the same bytes however its
-signature was made; blind signing here would take minutes). The ratio printed is the token
-query's batch rate over the plain query's.
+alternately, `--reps` times each (best kept), once verifying in a worker thread and once in
+`--verify-processes` worker processes (`serve --token-verify-processes`). The tokens are made
+with OpenSSL RSA-PSS signing under a key this benchmark publishes in the directory (a token is
+the same bytes however its signature was made; blind signing here would take minutes). The
+ratio printed is the token query's batch rate over the plain query's, in the same run.
 """
 
 from __future__ import annotations
@@ -108,8 +109,11 @@ def signed_tokens(key: TokenSigningKey, issuer: str, query_id: str, n: int) -> l
     return tokens
 
 
-def batch_rates(tmp: Path, n: int, reps: int) -> dict[str, float]:
-    """Best batch-path reports/s for a plain query and a token query, measured alternately."""
+def batch_rates(tmp: Path, n: int, reps: int, verify_processes: int = 0) -> dict[str, float]:
+    """Best batch-path reports/s for a plain query and a token query, measured alternately,
+    on a fresh aggregator verifying in a thread or in `verify_processes` processes."""
+    tmp = tmp / f"verify-{verify_processes}"
+    tmp.mkdir()
     key = TokenSigningKey.generate()
     issuer = "issuer.bench"
     directory = tmp / "directory.json"
@@ -119,9 +123,9 @@ def batch_rates(tmp: Path, n: int, reps: int) -> dict[str, float]:
     tokens = signed_tokens(key, issuer, "with-tokens", n * reps)
     args = ["serve", "--db", str(tmp / "agg.db"), "--listen", "127.0.0.1:0"]
     best = {"plain": 0.0, "tokens": 0.0}
-    with started(
-        [*args, "--token-directory", str(directory)], "ldpcollect aggregator serving on "
-    ) as address:
+    args += ["--token-directory", str(directory)]
+    args += ["--token-verify-processes", str(verify_processes)]
+    with started(args, "ldpcollect aggregator serving on ") as address:
         with connect_admin(address, ADMIN) as admin:
             mech = RandomizedResponse("0.85", "0.3")
             targets = list(range(1, TARGETS + 1))
@@ -138,16 +142,21 @@ def batch_rates(tmp: Path, n: int, reps: int) -> dict[str, float]:
                     raise RuntimeError(f"{query_id}: {result.acknowledged} of {n} acknowledged")
                 name = "plain" if query_id == "plain" else "tokens"
                 best[name] = max(best[name], result.reports_per_second)
-                console.print(f"{query_id}: {result.reports_per_second:,.0f} reports/s")
+                console.print(
+                    f"{query_id} (verify processes {verify_processes}): "
+                    f"{result.reports_per_second:,.0f} reports/s"
+                )
     return best
 
 
-def measure(issue: int, reports: int, reps: int) -> dict[str, float]:
+def measure(issue: int, reports: int, reps: int, processes: int = 2) -> dict[str, float]:
+    """Issuance, then the batch path verifying in a thread and in `processes` processes."""
     with tempfile.TemporaryDirectory() as tmp_text:
         tmp = Path(tmp_text)
         issued = issuance_rate(tmp, issue)
         rates = batch_rates(tmp, reports, reps)
-    return {
+        pooled = batch_rates(tmp, reports, reps, processes) if processes else None
+    figures = {
         "issued_tokens_per_second_service": issued,
         "batch_reports_per_second_plain": rates["plain"],
         "batch_reports_per_second_with_tokens": rates["tokens"],
@@ -155,6 +164,14 @@ def measure(issue: int, reports: int, reps: int) -> dict[str, float]:
         "token_over_plain_batch_rate": rates["tokens"] / rates["plain"],
         "extra_microseconds_per_report_with_tokens": 1e6 / rates["tokens"] - 1e6 / rates["plain"],
     }
+    if pooled is not None:
+        figures |= {
+            "verify_processes": processes,
+            "batch_reports_per_second_plain_pooled_run": pooled["plain"],
+            "batch_reports_per_second_with_tokens_pooled": pooled["tokens"],
+            "token_over_plain_batch_rate_pooled": pooled["tokens"] / pooled["plain"],
+        }
+    return figures
 
 
 def main() -> None:
@@ -164,9 +181,12 @@ def main() -> None:
     parser.add_argument("--issue", type=int, default=200)
     parser.add_argument("--reports", type=int, default=10_000)
     parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument(
+        "--verify-processes", type=int, default=2, help="second run's verification processes"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    figures = measure(args.issue, args.reports, args.reps)
+    figures = measure(args.issue, args.reports, args.reps, args.verify_processes)
     if args.json:
         print(json.dumps(figures, indent=2))
         return
@@ -179,6 +199,13 @@ def main() -> None:
         f"(ratio {figures['token_over_plain_batch_rate']:.3f}, "
         f"+{figures['extra_microseconds_per_report_with_tokens']:.1f} µs per report)"
     )
+    if "verify_processes" in figures:
+        out.print(
+            f"with {figures['verify_processes']:.0f} verification processes: "
+            f"{figures['batch_reports_per_second_with_tokens_pooled']:,.0f} reports/s with "
+            f"tokens vs {figures['batch_reports_per_second_plain_pooled_run']:,.0f} plain "
+            f"(ratio {figures['token_over_plain_batch_rate_pooled']:.3f})"
+        )
 
 
 if __name__ == "__main__":

@@ -129,6 +129,16 @@ def serve(
             "--require-tokens). Re-read when it changes.",
         ),
     ] = None,
+    token_verify_processes: Annotated[
+        int,
+        typer.Option(
+            "--token-verify-processes",
+            min=0,
+            max=256,
+            help="Worker processes verifying admission tokens (0: one worker thread); "
+            "verification scales with the cores given here.",
+        ),
+    ] = 0,
 ) -> None:
     """Run the aggregator (gRPC Collector + Admin) until SIGINT/SIGTERM. Plaintext unless
     --tls-cert/--tls-key are given (a warning says so when listening beyond loopback)."""
@@ -147,6 +157,7 @@ def serve(
         stream_idle_timeout,
         reflection,
         token_directory,
+        token_verify_processes,
     )
     guarded(lambda: serve_blocking(settings))
 

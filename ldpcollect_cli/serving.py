@@ -28,6 +28,7 @@ class ServeSettings:
     stream_idle_timeout_s: float = 30.0
     reflection: bool = False
     token_directory: Path | None = None
+    token_verify_processes: int = 0
 
 
 def serve_blocking(settings: ServeSettings) -> None:
@@ -63,6 +64,7 @@ def serve_blocking(settings: ServeSettings) -> None:
         stream_idle_timeout_s=settings.stream_idle_timeout_s,
         reflection_admin=settings.reflection,
         token_directory=settings.token_directory,
+        token_verify_processes=settings.token_verify_processes,
     )
     warning = plaintext_warning(config.listen, config.tls)
     if warning is not None:

@@ -201,3 +201,26 @@ def test_a_report_stream_redeems_each_report_on_its_own(setup: Setup) -> None:
             (2, grpc.StatusCode.ALREADY_EXISTS.value[0]),
         ]
         assert reports_of(stub, "tq") == [2]
+
+
+def test_tokens_verified_in_worker_processes_get_the_same_verdicts(tmp_path: Path) -> None:
+    state = tmp_path / "issuer"
+    secret = enroll(state, "dev-0")["dev-0"]
+    with issuing(state) as issuing_proc, grpc.insecure_channel(issuing_proc.address) as ic:
+        issuer = IssuerClient(ic, Enrollment("dev-0", secret))
+        key = issuer.key()
+        good = issuer.tokens(key, [query_challenge(key.issuer_name, "tq", 1)] * 3)
+        tampered = good[0][:-1] + bytes([good[0][-1] ^ 1])
+        args = ("--token-directory", str(issuing_proc.directory), "--token-verify-processes", "2")
+        with serving(tmp_path / "agg.db", TOKEN, *args) as served:
+            create(served.address, "tq", "--require-tokens")
+            batch = [report("tq", t) for t in (good[0], tampered, good[1], good[2], good[1])]
+            with grpc.insecure_channel(served.address) as ac:
+                stub = pb_grpc.CollectorStub(ac)
+                response = stub.SubmitBatch(pb.SubmitBatchRequest(reports=batch), timeout=60)
+                assert response.accepted == 3
+                assert [(r.index, r.code) for r in response.rejected] == [
+                    (1, grpc.StatusCode.PERMISSION_DENIED.value[0]),
+                    (4, grpc.StatusCode.ALREADY_EXISTS.value[0]),
+                ]
+                assert reports_of(stub, "tq") == [3]
