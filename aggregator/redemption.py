@@ -151,6 +151,15 @@ class Redeemer:
             context = multiprocessing.get_context("spawn")
             self._pool = ProcessPoolExecutor(verify_processes, mp_context=context)
 
+    async def start(self) -> None:
+        """Start the worker processes now (spawning one takes a moment and imports this
+        package), so the first reports do not wait for them."""
+        pool = self._pool
+        if pool is not None:
+            loop = asyncio.get_running_loop()
+            work = (loop.run_in_executor(pool, _check_groups, (), {}) for _ in range(self._shares))
+            await asyncio.gather(*work)
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)

@@ -190,6 +190,7 @@ class AggregatorServer:
             if isinstance(exc, OSError):
                 raise
             raise OSError(f"cannot listen on {self.config.listen}: {exc}") from exc
+        await self._redeemer.start()
         await server.start()
         self._server = server
         self.port = port

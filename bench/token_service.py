@@ -20,14 +20,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import secrets
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
@@ -45,41 +40,19 @@ from ldpcollect.admission.token_key import TokenSigningKey
 from ldpcollect.admission.tokens import Token, authenticator_input, request_token
 from ldpcollect.mechanisms import RandomizedResponse
 from ldpcollect.v1 import issuer_pb2 as ipb
+from ldpcollect_cli.demo import ISSUER_READY, cli_subprocess
+from ldpcollect_cli.serving import READY_PREFIX
 
 ADMIN = "bench-admin-token"
 TARGETS = 100
 console = Console(stderr=True)
 
 
-@contextmanager
-def started(args: list[str], ready: str) -> Iterator[str]:
-    """A CLI server process; yields the address from its ready line, stops it after."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LDPCOLLECT_")}
-    env["LDPCOLLECT_ADMIN_TOKEN"] = ADMIN
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ldpcollect_cli.main", *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    line = proc.stdout.readline()
-    if not line.startswith(ready):
-        proc.kill()
-        raise RuntimeError(f"{args[0]} did not start: {line}{proc.stderr.read()}")
-    try:
-        yield line[len(ready) :].split()[0]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
 def issuance_rate(tmp: Path, n: int) -> float:
     """Tokens/s the issuer process signs for one device (calls of 20, wall time)."""
     state = tmp / "issuer"
     args = ["issuer", "serve", "--state-dir", str(state), "--listen", "127.0.0.1:0"]
-    with started([*args, "-k", str(10 * n)], "ldpcollect issuer serving on ") as address:
+    with cli_subprocess([*args, "-k", str(10 * n)], "", ISSUER_READY, "issuer") as address:
         secret = device_secret((state / "enrollment.key").read_bytes(), "bench-device")
         with grpc.insecure_channel(address) as channel:
             client = IssuerClient(channel, Enrollment("bench-device", secret), timeout=600)
@@ -125,7 +98,7 @@ def batch_rates(tmp: Path, n: int, reps: int, verify_processes: int = 0) -> dict
     best = {"plain": 0.0, "tokens": 0.0}
     args += ["--token-directory", str(directory)]
     args += ["--token-verify-processes", str(verify_processes)]
-    with started(args, "ldpcollect aggregator serving on ") as address:
+    with cli_subprocess(args, ADMIN, READY_PREFIX, "aggregator") as address:
         with connect_admin(address, ADMIN) as admin:
             mech = RandomizedResponse("0.85", "0.3")
             targets = list(range(1, TARGETS + 1))

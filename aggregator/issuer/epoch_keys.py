@@ -9,12 +9,12 @@ rather than signed under the new one.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from ldpcollect.admission.directory import DirectoryKey, IssuerDirectory
+from ldpcollect.admission.private_file import write_private
 from ldpcollect.admission.token_key import TokenSigningKey
 from ldpcollect.errors import ParameterError
 
@@ -57,7 +57,7 @@ class EpochKeys:
                     and key.public.truncated_token_key_id == previous.public.truncated_token_key_id
                 ):
                     key = TokenSigningKey.generate()
-                _write_private(self._path(epoch), key.to_pem())
+                write_private(self._path(epoch), key.to_pem())
             self._keys[epoch] = key
             return key
 
@@ -74,15 +74,3 @@ class EpochKeys:
 def issuer_request_uri(issuer_name: str) -> str:
     """The directory's issuer-request-uri; its authority is the challenge's issuer_name."""
     return f"grpc://{issuer_name}/ldpcollect.v1.Issuer/IssueTokens"
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    """Create `path` with mode 0600 (never readable by others, even for a moment) and fsync."""
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)

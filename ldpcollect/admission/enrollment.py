@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
 from pathlib import Path
+
+from ldpcollect.admission.private_file import write_private
 
 MAX_DEVICE_ID_CHARS = 128
 
@@ -27,12 +28,7 @@ def load_or_create_key(path: Path | str) -> bytes:
         return data
     key = secrets.token_bytes(32)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, key)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_private(path, key)
     return key
 
 
