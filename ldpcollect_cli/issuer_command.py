@@ -114,5 +114,45 @@ def issuer_enroll(
     guarded(work)
 
 
+@issuer_app.command("directory")
+def issuer_directory(
+    issuer: Annotated[str, typer.Option("--issuer", help="The issuer's host:port.")],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Write the directory here (atomically) for `serve --token-directory`; "
+            "default: print it.",
+        ),
+    ] = None,
+    tls_ca: Annotated[
+        Path | None,
+        typer.Option("--tls-ca", help="PEM CA certificate(s) of the issuer's TLS certificate."),
+    ] = None,
+) -> None:
+    """Fetch the issuer's public key directory (GetDirectory): an aggregator on another machine
+    than the issuer gets its keys this way (run it again after each epoch change)."""
+    import os
+
+    from client.channels import ClientIdentity, open_channel
+    from ldpcollect.v1 import issuer_pb2 as ipb
+    from ldpcollect.v1 import issuer_pb2_grpc as ipb_grpc
+
+    def work() -> None:
+        identity = ClientIdentity.from_environment()
+        with open_channel(issuer, tls_ca, identity=identity) as channel:
+            response = ipb_grpc.IssuerStub(channel).GetDirectory(
+                ipb.GetDirectoryRequest(), timeout=30
+            )
+        if out is None:
+            sys.stdout.write(response.directory_json + "\n")
+            return
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(response.directory_json)
+        os.replace(tmp, out)
+
+    guarded(work)
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(issuer_app, name="issuer")

@@ -14,6 +14,7 @@ from ldpcollect.admission.verification import verify_tokens
 from ldpcollect.v1 import issuer_pb2 as ipb
 from ldpcollect.v1 import issuer_pb2_grpc as ipb_grpc
 from tests.admission.issuer_process import enroll, issuing
+from tests.serving import run_cli
 
 
 def test_an_enrolled_device_gets_k_tokens_per_epoch_even_across_a_restart(
@@ -95,6 +96,10 @@ def test_the_published_directory_lists_the_current_key(tmp_path: Path) -> None:
         assert written == served
         assert written.issuer_request_uri.startswith(f"grpc://{issuer.address}/")
         assert response.tokens_per_epoch == 3
+        # What an aggregator on another machine runs to get the same file.
+        fetched = tmp_path / "fetched.json"
+        run_cli("", "issuer", "directory", "--issuer", issuer.address, "--out", str(fetched))
+        assert IssuerDirectory.from_json(fetched.read_text()) == written
 
 
 def test_with_mutual_tls_the_client_certificate_is_the_device(tmp_path: Path) -> None:
