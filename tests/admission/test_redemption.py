@@ -224,3 +224,32 @@ def test_tokens_verified_in_worker_processes_get_the_same_verdicts(tmp_path: Pat
                     (4, grpc.StatusCode.ALREADY_EXISTS.value[0]),
                 ]
                 assert reports_of(stub, "tq") == [3]
+
+
+def test_a_device_keeps_its_token_across_a_restart_and_sends_it_again(
+    setup: Setup, tmp_path: Path
+) -> None:
+    from client.retry import RetryPolicy
+
+    create(setup.aggregator, "tq", "--require-tokens")
+    state = tmp_path / "device.json"
+    quick = RetryPolicy(max_attempts=2, initial_backoff=0.01, max_backoff=0.01, rpc_timeout=2)
+    with grpc.insecure_channel(setup.issuer) as ic, grpc.insecure_channel(setup.aggregator) as ac:
+        query = pb_grpc.CollectorStub(ac).GetQuery(pb.GetQueryRequest(query_id="tq"), timeout=30)
+        issuer = IssuerClient(ic, Enrollment("dev-0", setup.secrets["dev-0"]))
+        # The aggregator cannot be reached when the device first answers: the token it fetched
+        # is saved with its report id, and nothing is acknowledged.
+        with grpc.insecure_channel("127.0.0.1:1") as dead:
+            first = Device(state, *geo.DEFAULT_CENTER, issuer=issuer, retry=quick)
+            outcome = first.answer(pb_grpc.CollectorStub(dead), query)
+            assert outcome.status == "failed" and outcome.code == "UNAVAILABLE"
+        saved = first.state.queries["tq"].token(1)
+        assert len(saved) == 354
+        # Restarted, the device sends the same report with the same token: no new token.
+        again = Device(state, *geo.DEFAULT_CENTER, issuer=issuer)
+        assert again.state.queries["tq"].token(1) == saved
+        [outcome] = again.participate(ac, query_ids=["tq"])
+        assert outcome.status == "accepted"
+        key = issuer.key()
+        challenge = query_challenge(key.issuer_name, "tq", 1)
+        assert len(issuer.tokens(key, [challenge] * 4)) == 4  # K = 5: only one was taken
