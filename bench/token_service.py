@@ -5,10 +5,11 @@ aggregator's batch path, with the batch path's own rate measured in the same run
 
 Issuance: one enrolled device asks the issuer process for `--issue` tokens in calls of 20
 (IssueTokens over 127.0.0.1, the quota committed and the blind signatures made per call); the
-client's blinding is done before the clock starts. Redemption: an aggregator process started
-with `--token-directory` receives the same kind of batches (1,000 reports, 8 in flight,
-`client.loadgen` as bench.ingest uses) for a plain query and for a query that requires tokens,
-alternately, `--reps` times each (best kept), once verifying in a worker thread and once in
+client's blinding is done before the clock starts; once signing in a thread, once in
+`--verify-processes` processes (`issuer serve --sign-processes`). Redemption: an aggregator
+process started with `--token-directory` receives the same kind of batches (1,000 reports,
+8 in flight, `client.loadgen` as bench.ingest uses) for a plain query and for a query that
+requires tokens, alternately, `--reps` times each (best kept), once verifying in a worker thread and once in
 `--verify-processes` worker processes (`serve --token-verify-processes`). The tokens are made
 with OpenSSL RSA-PSS signing under a key this benchmark publishes in the directory (a token is
 the same bytes however its signature was made; blind signing here would take minutes). The
@@ -48,10 +49,11 @@ TARGETS = 100
 console = Console(stderr=True)
 
 
-def issuance_rate(tmp: Path, n: int) -> float:
+def issuance_rate(tmp: Path, n: int, sign_processes: int = 0) -> float:
     """Tokens/s the issuer process signs for one device (calls of 20, wall time)."""
-    state = tmp / "issuer"
+    state = tmp / f"issuer-{sign_processes}"
     args = ["issuer", "serve", "--state-dir", str(state), "--listen", "127.0.0.1:0"]
+    args += ["--sign-processes", str(sign_processes)]
     with cli_subprocess([*args, "-k", str(10 * n)], "", ISSUER_READY, "issuer") as address:
         secret = device_secret((state / "enrollment.key").read_bytes(), "bench-device")
         with grpc.insecure_channel(address) as channel:
@@ -127,6 +129,7 @@ def measure(issue: int, reports: int, reps: int, processes: int = 2) -> dict[str
     with tempfile.TemporaryDirectory() as tmp_text:
         tmp = Path(tmp_text)
         issued = issuance_rate(tmp, issue)
+        issued_pooled = issuance_rate(tmp, issue, processes) if processes else None
         rates = batch_rates(tmp, reports, reps)
         pooled = batch_rates(tmp, reports, reps, processes) if processes else None
     figures = {
@@ -137,8 +140,10 @@ def measure(issue: int, reports: int, reps: int, processes: int = 2) -> dict[str
         "token_over_plain_batch_rate": rates["tokens"] / rates["plain"],
         "extra_microseconds_per_report_with_tokens": 1e6 / rates["tokens"] - 1e6 / rates["plain"],
     }
-    if pooled is not None:
+    if pooled is not None and issued_pooled is not None:
         figures |= {
+            "issued_tokens_per_second_service_pooled": issued_pooled,
+            "issuance_speedup_pooled": issued_pooled / issued,
             "verify_processes": processes,
             "batch_reports_per_second_plain_pooled_run": pooled["plain"],
             "batch_reports_per_second_with_tokens_pooled": pooled["tokens"],
@@ -155,7 +160,10 @@ def main() -> None:
     parser.add_argument("--reports", type=int, default=10_000)
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument(
-        "--verify-processes", type=int, default=2, help="second run's verification processes"
+        "--verify-processes",
+        type=int,
+        default=2,
+        help="worker processes of the second runs (verifying, and signing); 0 skips them",
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -173,6 +181,11 @@ def main() -> None:
         f"+{figures['extra_microseconds_per_report_with_tokens']:.1f} µs per report)"
     )
     if "verify_processes" in figures:
+        out.print(
+            f"issued with {figures['verify_processes']:.0f} signing processes: "
+            f"{figures['issued_tokens_per_second_service_pooled']:,.0f} tokens/s "
+            f"({figures['issuance_speedup_pooled']:.2f}x)"
+        )
         out.print(
             f"with {figures['verify_processes']:.0f} verification processes: "
             f"{figures['batch_reports_per_second_with_tokens_pooled']:,.0f} reports/s with "

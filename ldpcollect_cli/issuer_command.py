@@ -66,6 +66,16 @@ def issuer_serve(
             "by it (one certificate, K tokens per epoch) instead of an enrollment secret.",
         ),
     ] = None,
+    sign_processes: Annotated[
+        int,
+        typer.Option(
+            "--sign-processes",
+            min=0,
+            max=256,
+            help="Worker processes making blind signatures (0: one worker thread); issuance "
+            "scales with the cores given here.",
+        ),
+    ] = 0,
 ) -> None:
     """Run the token issuer until SIGINT/SIGTERM."""
     from aggregator.issuer.server import IssuerConfig, IssuerServer, run
@@ -80,6 +90,7 @@ def issuer_serve(
         tls_cert=tls_cert,
         tls_key=tls_key,
         tls_client_ca=tls_client_ca,
+        sign_processes=sign_processes,
     )
 
     def announce(server: IssuerServer, port: int) -> None:

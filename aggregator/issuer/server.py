@@ -23,6 +23,7 @@ from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 from aggregator.issuer.epoch_keys import EpochKeys
 from aggregator.issuer.quota import QuotaLedger
 from aggregator.issuer.service import IssuerService
+from aggregator.issuer.signing import Signer
 from aggregator.server import ensure_port_free
 from ldpcollect.admission.enrollment import load_or_create_key
 from ldpcollect.v1 import issuer_pb2 as ipb
@@ -45,6 +46,8 @@ class IssuerConfig:
     # Mutual TLS: devices present a certificate from this CA and are identified by it (no
     # enrollment secret needed; secrets still work).
     tls_client_ca: Path | None = None
+    # Worker processes signing (0: one worker thread); signing scales with them.
+    sign_processes: int = 0
 
 
 def enrollment_key_path(state_dir: Path) -> Path:
@@ -58,6 +61,7 @@ class IssuerServer:
         self.keys = EpochKeys(config.state_dir, config.epoch_seconds, clock)
         self._server: grpc.aio.Server | None = None
         self._publisher: asyncio.Task[None] | None = None
+        self._signer: Signer | None = None
         self.service: IssuerService | None = None
         self.port: int | None = None
 
@@ -78,7 +82,9 @@ class IssuerServer:
             port = server.add_insecure_port(self.config.listen)
         host = self.config.listen.rsplit(":", 1)[0]
         name = self.config.issuer_name or f"{host}:{port}"
-        self.service = IssuerService(self.keys, quota, enrollment_key, name)
+        self._signer = Signer(self.config.sign_processes)
+        await self._signer.start()
+        self.service = IssuerService(self.keys, quota, enrollment_key, name, self._signer)
         ipb_grpc.add_IssuerServicer_to_server(self.service, server)
         health_servicer = AsyncHealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -114,6 +120,8 @@ class IssuerServer:
         if self._server is not None:
             await self._server.stop(grace)
             self._server = None
+        if self._signer is not None:
+            await asyncio.to_thread(self._signer.close)
 
 
 async def _run(config: IssuerConfig, on_started: Callable[[IssuerServer, int], None]) -> None:

@@ -16,10 +16,10 @@ import grpc
 
 from aggregator.issuer.epoch_keys import EpochKeys
 from aggregator.issuer.quota import QuotaLedger
+from aggregator.issuer.signing import Signer
 from ldpcollect.admission.enrollment import check_secret, valid_device_id
 from ldpcollect.admission.errors import BlindSignatureError, EncodingError, IssuanceRefused
-from ldpcollect.admission.token_key import TokenSigningKey
-from ldpcollect.admission.tokens import TokenRequest, sign_token_request
+from ldpcollect.admission.tokens import TokenRequest
 from ldpcollect.v1 import issuer_pb2 as ipb
 from ldpcollect.v1 import issuer_pb2_grpc as ipb_grpc
 
@@ -32,10 +32,6 @@ MAX_REQUESTS_PER_CALL = 1_000
 async def _abort(context: Context, code: grpc.StatusCode, message: str) -> NoReturn:
     await context.abort(code, message)
     raise AssertionError("unreachable: abort raises")
-
-
-def _sign_all(key: TokenSigningKey, requests: list[TokenRequest]) -> list[bytes]:
-    return [sign_token_request(key, r).encode() for r in requests]
 
 
 def certificate_identity(context: Context) -> str | None:
@@ -51,8 +47,14 @@ def certificate_identity(context: Context) -> str | None:
 
 class IssuerService(ipb_grpc.IssuerServicer):
     def __init__(
-        self, keys: EpochKeys, quota: QuotaLedger, enrollment_key: bytes, issuer_name: str
+        self,
+        keys: EpochKeys,
+        quota: QuotaLedger,
+        enrollment_key: bytes,
+        issuer_name: str,
+        signer: Signer | None = None,
     ) -> None:
+        self._signer = signer or Signer()
         self._keys = keys
         self._quota = quota
         self._enrollment_key = enrollment_key
@@ -109,7 +111,7 @@ class IssuerService(ipb_grpc.IssuerServicer):
         except IssuanceRefused as exc:
             await _abort(context, grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
         try:
-            responses = await asyncio.to_thread(_sign_all, key, requests)
+            responses = await self._signer.sign(key, requests)
         except BlindSignatureError as exc:
             await asyncio.to_thread(self._quota.give_back, epoch, device_id, n)
             await _abort(

@@ -126,3 +126,28 @@ def test_with_mutual_tls_the_client_certificate_is_the_device(tmp_path: Path) ->
             assert len(by_secret.tokens(key, [challenge])) == 1
         with pytest.raises(grpc.RpcError), open_channel(issuer.address, tls.ca) as anonymous:
             IssuerClient(anonymous, CERTIFICATE).key()  # no client certificate: no connection
+
+
+def test_signing_in_worker_processes_issues_valid_tokens_and_refuses_bad_requests(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "issuer"
+    secrets = enroll(state, "dev-1")
+    with (
+        issuing(state, "--sign-processes", "2", tokens_per_epoch=4) as issuer,
+        grpc.insecure_channel(issuer.address) as channel,
+    ):
+        client = IssuerClient(channel, Enrollment("dev-1", secrets["dev-1"]))
+        key = client.key()
+        challenge = query_challenge(key.issuer_name, "q", 1)
+        request, _ = blind_requests(key, [challenge] * 2)
+        bad = bytearray(request.token_requests[1])
+        bad[3:] = b"\xff" * 256  # not below the modulus: not a blinded message
+        mixed = ipb.IssueTokensRequest(token_requests=[request.token_requests[0], bytes(bad)])
+        stub = ipb_grpc.IssuerStub(channel)
+        metadata = client.enrollment.metadata()
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.IssueTokens(mixed, metadata=metadata, timeout=60)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        tokens = client.tokens(key, [challenge] * 4)  # the refusal took none of the 4
+        assert verify_tokens(key.key, tokens, challenge.digest()) == [True] * 4
