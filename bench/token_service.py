@@ -1,19 +1,22 @@
 """Tokens through the real services: issued by `ldpcollect issuer serve`, redeemed on the
 aggregator's batch path, with the batch path's own rate measured in the same run.
 
-    .venv/bin/python -m bench.token_service [--issue 200] [--reports 10000] [--reps 2] [--json]
+    .venv/bin/python -m bench.token_service [--issue 200] [--reports 10000] [--reps 2]
+                                            [--verify-processes 2] [--json]
 
 Issuance: one enrolled device asks the issuer process for `--issue` tokens in calls of 20
 (IssueTokens over 127.0.0.1, the quota committed and the blind signatures made per call); the
-client's blinding is done before the clock starts; once signing in a thread, once in
-`--verify-processes` processes (`issuer serve --sign-processes`). Redemption: an aggregator
-process started with `--token-directory` receives the same kind of batches (1,000 reports,
-8 in flight, `client.loadgen` as bench.ingest uses) for a plain query and for a query that
-requires tokens, alternately, `--reps` times each (best kept), once verifying in a worker thread and once in
-`--verify-processes` worker processes (`serve --token-verify-processes`). The tokens are made
-with OpenSSL RSA-PSS signing under a key this benchmark publishes in the directory (a token is
-the same bytes however its signature was made; blind signing here would take minutes). The
-ratio printed is the token query's batch rate over the plain query's, in the same run.
+client's blinding is done before the clock starts. Once signing in a thread, once in
+`--verify-processes` processes (`issuer serve --sign-processes`).
+
+Redemption: an aggregator process started with `--token-directory` receives the same kind of
+batches (1,000 reports, 8 in flight, `client.loadgen` as bench.ingest uses) for a plain query
+and for a query that requires tokens, alternately, `--reps` times each (best kept). Once
+verifying in a thread, once in `--verify-processes` processes (`serve
+--token-verify-processes`). The tokens are made with OpenSSL RSA-PSS signing under a key this
+benchmark publishes in the directory (a token is the same bytes however its signature was
+made; blind signing here would take minutes). The ratio printed is the token query's batch
+rate over the plain query's, in the same run.
 """
 
 from __future__ import annotations
