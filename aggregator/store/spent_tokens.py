@@ -55,6 +55,12 @@ def redeem(
     return outcomes
 
 
+def forget(conn: sqlite3.Connection, query_id: str) -> None:
+    """Drop a released query's spent nonces: it accepts no report any more, and its tokens
+    answer its own challenge only, so they are worth nothing elsewhere."""
+    conn.execute("DELETE FROM spent_tokens WHERE query_id = ?", (query_id,))
+
+
 def record_token_issuer(conn: sqlite3.Connection, query_id: str, issuer: str | None) -> None:
     if issuer is not None:
         conn.execute(

@@ -257,6 +257,7 @@ class SqliteStore(Snapshots):
             if ledger_body is not None:
                 self._write_ledger(ledger_body)
             conn.execute("DELETE FROM reports WHERE query_id = ?", (query_id,))
+            spent_tokens.forget(conn, query_id)
             self._release_records[query_id] = record
             self._report_counts[query_id] = 0
             changes.touch(state)

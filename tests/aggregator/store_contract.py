@@ -460,3 +460,16 @@ class StoreContract:
         async with self.opened(tmp_path) as store:  # durable across a restart
             after = await store.redeem_tokens("a", [(b"n1", key(1)), (b"n1", key(7))])
             assert after == [Redemption.SAME_REPORT, Redemption.SPENT]
+
+    async def test_a_release_forgets_the_querys_spent_nonces(self, tmp_path: Path) -> None:
+        async with self.opened(tmp_path) as store:
+            await store.create_query(spec("q", RR), 1.0)
+            await store.create_query(spec("other", RR), 1.0)
+            await store.redeem_tokens("q", [(b"n1", key(1))])
+            await store.redeem_tokens("other", [(b"n1", key(1))])
+            await store.submit(ReportColumns.of(rr_run(0, 1, seed=5)))
+            await store.close_query("q")
+            await store.release("q", fixed_release)
+            # Released, it accepts no report: its nonces are gone, other queries' stay.
+            assert await store.redeem_tokens("q", [(b"n1", key(2))]) == [Redemption.NEW]
+            assert await store.redeem_tokens("other", [(b"n1", key(2))]) == [Redemption.SPENT]
