@@ -42,6 +42,11 @@ class AggregatorConfig:
     tls_client_ca: str | Path | None = None
     # Server reflection lists the Collector (and health); True lists the Admin service too.
     reflection_admin: bool = False
+    # Device admission: the token issuer's directory file (JSON, public keys; re-read when it
+    # changes). Without it, queries that require tokens cannot be created.
+    token_directory: str | Path | None = None
+    # Worker processes verifying tokens (0: one worker thread).
+    token_verify_processes: int = 0
 
     @property
     def tls(self) -> bool:

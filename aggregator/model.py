@@ -30,6 +30,8 @@ class QuerySpec:
     targets: tuple[int, ...]
     min_reports: int
     noise_sigma: Fraction | None
+    # Device admission: None, or the issuer name every report's token must be bound to.
+    token_issuer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,14 @@ class Outcome(NamedTuple):
     @property
     def message(self) -> str:
         return "" if self.refusal is None else self.refusal.message
+
+
+class Redemption(enum.Enum):
+    """What the spent-token store says of one (nonce, report id) of a query."""
+
+    NEW = "new"  # first time: now spent by this report
+    SAME_REPORT = "same report"  # spent before by this same report id (a retry): acknowledge
+    SPENT = "spent"  # spent by another report: a replay, refuse
 
 
 ACCEPTED = Outcome()

@@ -36,6 +36,8 @@ def query_to_proto(info: QueryInfo) -> pb.Query:
         reports_per_round=info.reports_per_round,
         completed_devices=info.completed_devices,
         created_at=timestamp(info.created_at),
+        require_tokens=spec.token_issuer is not None,
+        token_issuer=spec.token_issuer or "",
     )
 
 

@@ -26,6 +26,7 @@ from grpc_reflection.v1alpha import reflection
 
 from aggregator.config import AggregatorConfig
 from aggregator.metrics import AggregatorMetrics
+from aggregator.redemption import Redeemer, TokenKeys
 from aggregator.release import release_function
 from aggregator.rpc_handlers import add_services
 from aggregator.service import AdminService, CollectorService
@@ -136,6 +137,7 @@ class AggregatorServer:
             observer=self.metrics,
         )
         self._server: grpc.aio.Server | None = None
+        self._redeemer: Redeemer | None = None
         self._health: AsyncHealthServicer | None = None
         self.port: int | None = None
         self.metrics_port: int | None = None
@@ -147,6 +149,10 @@ class AggregatorServer:
         """
         ensure_port_free(self.config.listen)
         credentials = server_credentials(self.config)
+        directory = self.config.token_directory
+        keys = None if directory is None else TokenKeys(directory)
+        self._redeemer = Redeemer(self.store, keys, self.config.token_verify_processes)
+        redeemer = self._redeemer
         await self.store.open()
         options = [
             # Without this, gRPC on Linux sets SO_REUSEPORT and a second server on the same
@@ -165,8 +171,11 @@ class AggregatorServer:
                 self.config.max_batch_reports,
                 self.config.stream_chunk_reports,
                 self.config.overload_limits,
+                redeemer,
             ),
-            AdminService(self.store, self.config.admin_token, release_function()),
+            AdminService(
+                self.store, self.config.admin_token, release_function(), redeemer=redeemer
+            ),
         )
         self._health = AsyncHealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
@@ -181,6 +190,7 @@ class AggregatorServer:
             if isinstance(exc, OSError):
                 raise
             raise OSError(f"cannot listen on {self.config.listen}: {exc}") from exc
+        await self._redeemer.start()
         await server.start()
         self._server = server
         self.port = port
@@ -205,6 +215,8 @@ class AggregatorServer:
             await self._health.enter_graceful_shutdown()
         await self._server.stop(grace)
         self._server = None
+        if self._redeemer is not None:
+            await asyncio.to_thread(self._redeemer.close)
         await self.store.close()
         self.metrics.shutdown()
 

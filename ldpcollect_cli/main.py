@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from ldpcollect_cli import (
+    issuer_command,
     loadtest_command,
     privacy,
     secure_command,
@@ -25,7 +26,15 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (simulate, privacy, service, loadtest_command, vdaf_command, secure_command):
+for module in (
+    simulate,
+    privacy,
+    service,
+    loadtest_command,
+    vdaf_command,
+    secure_command,
+    issuer_command,
+):
     module.register(app)
 
 

@@ -143,6 +143,25 @@ def serve(
         Path | None,
         typer.Option("--helper-tls-ca", help="Leader: PEM CA to verify a TLS helper."),
     ] = None,
+    token_directory: Annotated[
+        Path | None,
+        typer.Option(
+            "--token-directory",
+            help="The token issuer's directory file (`ldpcollect issuer serve "
+            "--directory-out`): lets queries require admission tokens (query create "
+            "--require-tokens). Re-read when it changes.",
+        ),
+    ] = None,
+    token_verify_processes: Annotated[
+        int,
+        typer.Option(
+            "--token-verify-processes",
+            min=0,
+            max=256,
+            help="Worker processes verifying admission tokens (0: one worker thread); "
+            "verification scales with the cores given here.",
+        ),
+    ] = 0,
 ) -> None:
     """Run the aggregator (gRPC Collector + Admin) until SIGINT/SIGTERM. Plaintext unless
     --tls-cert/--tls-key are given (a warning says so when listening beyond loopback)."""
@@ -160,6 +179,8 @@ def serve(
         max_streams,
         stream_idle_timeout,
         reflection,
+        token_directory,
+        token_verify_processes,
     )
     if role != "trusted":
         from ldpcollect_cli.secure_serving import serve_secure
@@ -223,6 +244,14 @@ def query_create(
             help="Discrete Gaussian release noise sigma, in [1/10, 1000] (omit for none).",
         ),
     ] = None,
+    require_tokens: Annotated[
+        bool,
+        typer.Option(
+            "--require-tokens",
+            help="Accept a report only with a fresh admission token bound to this query and "
+            "round (the aggregator needs --token-directory); see docs/admission.md.",
+        ),
+    ] = False,
     allow_no_privacy: Annotated[
         bool,
         typer.Option(
@@ -263,6 +292,7 @@ def query_create(
                 min_reports=min_reports,
                 noise_sigma=sigma,
                 allow_no_privacy=allow_no_privacy,
+                require_tokens=require_tokens,
             ),
             tls_ca,
         )
@@ -444,6 +474,25 @@ def fleet_run(
         bool,
         typer.Option("--progress/--no-progress", help="Progress bars on stderr while sending."),
     ] = True,
+    issuer: Annotated[
+        str | None,
+        typer.Option(
+            "--issuer",
+            help="host:port of the token issuer, for queries that require admission tokens "
+            "(each simulated device gets its own token per round).",
+        ),
+    ] = None,
+    enrollment_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--enrollment-key",
+            help="The issuer's enrollment key (enrollment.key in its --state-dir): enrolls "
+            "the simulated devices as <--device-prefix>-<i>.",
+        ),
+    ] = None,
+    device_prefix: Annotated[
+        str, typer.Option("--device-prefix", help="Issuer device ids of the simulated devices.")
+    ] = "sim",
     server: Server = DEFAULT_SERVER,
     admin_token: Token = "",
     tls_ca: TlsCa = None,
@@ -471,6 +520,9 @@ def fleet_run(
         admin_token=admin_token,
         tls_ca=tls_ca,
         json_out=json_out,
+        issuer=issuer,
+        enrollment_key=enrollment_key,
+        device_prefix=device_prefix,
     )
     guarded(lambda: run_fleet_command(request, console))
 
@@ -501,6 +553,14 @@ def demo(
         Path | None,
         typer.Option("--maps", help="Folder for each release's map (PNG and HTML, with truth)."),
     ] = None,
+    tokens: Annotated[
+        bool,
+        typer.Option(
+            "--tokens",
+            help="Device admission too: run a token issuer, require tokens in every query and "
+            "enroll the simulated devices (about 5 blind signatures per device: use -n 500).",
+        ),
+    ] = False,
     json_out: Json = False,
     secure: Annotated[
         bool,
@@ -535,6 +595,7 @@ def demo(
         json_out=json_out,
         postprocess=postprocess,
         maps=maps,
+        tokens=tokens,
     )
     guarded(lambda: run_demo(settings, console))
 

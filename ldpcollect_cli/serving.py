@@ -27,6 +27,8 @@ class ServeSettings:
     max_streams: int = 1_000
     stream_idle_timeout_s: float = 30.0
     reflection: bool = False
+    token_directory: Path | None = None
+    token_verify_processes: int = 0
 
 
 def serve_blocking(settings: ServeSettings) -> None:
@@ -61,6 +63,8 @@ def serve_blocking(settings: ServeSettings) -> None:
         max_streams=settings.max_streams,
         stream_idle_timeout_s=settings.stream_idle_timeout_s,
         reflection_admin=settings.reflection,
+        token_directory=settings.token_directory,
+        token_verify_processes=settings.token_verify_processes,
     )
     warning = plaintext_warning(config.listen, config.tls)
     if warning is not None:

@@ -39,8 +39,8 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,8 +48,9 @@ from typing import Any, Protocol
 from aggregator import lifecycle
 from aggregator.admission import PendingChanges, admit
 from aggregator.errors import ServiceError, StorageFailure, Unavailable
-from aggregator.model import QueryInfo, QuerySpec, ReleaseRecord, SubmitResult
+from aggregator.model import QueryInfo, QuerySpec, Redemption, ReleaseRecord, SubmitResult
 from aggregator.rounds import QueryState, ReportColumns
+from aggregator.store import spent_tokens
 from aggregator.store.base import LedgerFn, ReleaseFn
 from aggregator.store.release_codec import release_from_json, release_to_json
 from aggregator.store.rows import PROGRESS_COLUMNS, LogRow, QueryRow, progress_values
@@ -71,9 +72,13 @@ def _statements(script: str) -> list[str]:
     return statements
 
 
-SCHEMA = _statements(
-    resources.files("aggregator.store").joinpath("schema/sqlite_v2.sql").read_text("utf-8")
-)
+SCHEMA = [
+    statement
+    for name in ("sqlite_v2.sql", "sqlite_tokens.sql")
+    for statement in _statements(
+        resources.files("aggregator.store").joinpath(f"schema/{name}").read_text("utf-8")
+    )
+]
 _INSERT_QUERY = (
     f"INSERT INTO queries ({', '.join(QueryRow._fields)}) "
     f"VALUES ({', '.join('?' * len(QueryRow._fields))})"
@@ -210,6 +215,7 @@ class SqliteStore(Snapshots):
                 raise lifecycle.duplicate_query(spec.query_id)
             state = QueryState.new(spec, created_at)
             self._sql().execute(_INSERT_QUERY, QueryRow.of(state))
+            spent_tokens.record_token_issuer(self._sql(), spec.query_id, spec.token_issuer)
             self._states[spec.query_id] = state
             changes.created.add(spec.query_id)
             changes.touched[spec.query_id] = state
@@ -251,6 +257,7 @@ class SqliteStore(Snapshots):
             if ledger_body is not None:
                 self._write_ledger(ledger_body)
             conn.execute("DELETE FROM reports WHERE query_id = ?", (query_id,))
+            spent_tokens.forget(conn, query_id)
             self._release_records[query_id] = record
             self._report_counts[query_id] = 0
             changes.touch(state)
@@ -259,6 +266,15 @@ class SqliteStore(Snapshots):
             return record
 
         result: ReleaseRecord = await self._enqueue(run)
+        return result
+
+    async def redeem_tokens(
+        self, query_id: str, items: Sequence[tuple[bytes, bytes]]
+    ) -> list[Redemption]:
+        def run(changes: PendingChanges) -> list[Redemption]:
+            return spent_tokens.redeem(self._sql(), query_id, items)
+
+        result: list[Redemption] = await self._enqueue(run)  # not reports: no report metrics
         return result
 
     async def update_ledger(self, update: LedgerFn) -> str:
@@ -497,6 +513,10 @@ class SqliteStore(Snapshots):
         ):
             row = QueryRow(*values)
             self._states[row.query_id] = row.to_state()
+        for query_id, issuer in spent_tokens.token_issuers(conn).items():
+            if query_id in self._states and (only is None or query_id in only):
+                state = self._states[query_id]
+                state.spec = replace(state.spec, token_issuer=issuer)
         counts: dict[str, int] = {}
         for values in conn.execute(
             f"SELECT {', '.join(LogRow._fields)} FROM reports{where} ORDER BY seq", args
