@@ -44,7 +44,8 @@ from ldpcollect.admission.token_key import TokenSigningKey
 from ldpcollect.admission.tokens import Token, authenticator_input, request_token
 from ldpcollect.mechanisms import RandomizedResponse
 from ldpcollect.v1 import issuer_pb2 as ipb
-from ldpcollect_cli.demo import ISSUER_READY, cli_subprocess
+from ldpcollect_cli.demo import ISSUER_READY
+from ldpcollect_cli.serve_subprocess import cli_subprocess
 from ldpcollect_cli.serving import READY_PREFIX
 
 ADMIN = "bench-admin-token"
@@ -57,7 +58,7 @@ def issuance_rate(tmp: Path, n: int, sign_processes: int = 0) -> float:
     state = tmp / f"issuer-{sign_processes}"
     args = ["issuer", "serve", "--state-dir", str(state), "--listen", "127.0.0.1:0"]
     args += ["--sign-processes", str(sign_processes)]
-    with cli_subprocess([*args, "-k", str(10 * n)], "", ISSUER_READY, "issuer") as address:
+    with cli_subprocess([*args, "-k", str(10 * n)], {}, ISSUER_READY, "issuer") as address:
         secret = device_secret((state / "enrollment.key").read_bytes(), "bench-device")
         with grpc.insecure_channel(address) as channel:
             client = IssuerClient(channel, Enrollment("bench-device", secret), timeout=600)
@@ -103,7 +104,8 @@ def batch_rates(tmp: Path, n: int, reps: int, verify_processes: int = 0) -> dict
     best = {"plain": 0.0, "tokens": 0.0}
     args += ["--token-directory", str(directory)]
     args += ["--token-verify-processes", str(verify_processes)]
-    with cli_subprocess(args, ADMIN, READY_PREFIX, "aggregator") as address:
+    env = {"LDPCOLLECT_ADMIN_TOKEN": ADMIN}
+    with cli_subprocess(args, env, READY_PREFIX, "aggregator") as address:
         with connect_admin(address, ADMIN) as admin:
             mech = RandomizedResponse("0.85", "0.3")
             targets = list(range(1, TARGETS + 1))
