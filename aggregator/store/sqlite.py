@@ -24,8 +24,10 @@ Design
   accepted reports for, holding that group's report ids, pseudonyms and answers as packed
   fixed-width columns. The dedup indexes (report ids, devices per round, Sampling Privacy
   devices awaiting round 2) live in the writer's memory, where every report is checked
-  anyway, and are rebuilt from the log at start. SQLite keeps no per-report index: a group
-  costs one row insert, not one B-tree insert per report and unique key.
+  anyway, in compact sorted form, and are rebuilt from the log at start with one sort per
+  index. SQLite keeps no per-report index: a group costs one row insert, not one B-tree
+  insert per report and unique key. A repeated report id is compared with the report it
+  names by reading that one report back from its log row (`log_held`).
 - Reads (list, get, release, ledger) see immutable snapshots published after each commit.
 """
 
@@ -49,8 +51,9 @@ from aggregator import lifecycle
 from aggregator.admission import PendingChanges, admit
 from aggregator.errors import ServiceError, StorageFailure, Unavailable
 from aggregator.model import QueryInfo, QuerySpec, ReleaseRecord, SubmitResult
-from aggregator.rounds import QueryState, ReportColumns
+from aggregator.rounds import LogEntry, QueryState, ReportColumns
 from aggregator.store.base import LedgerFn, ReleaseFn
+from aggregator.store.log_held import LogHeld
 from aggregator.store.release_codec import release_from_json, release_to_json
 from aggregator.store.rows import PROGRESS_COLUMNS, LogRow, QueryRow, progress_values
 from aggregator.store.single_writer import DatabaseInUse, WriterLock
@@ -143,6 +146,7 @@ class SqliteStore(Snapshots):
         self._ledger_body: str | None = None
         self._release_records: dict[str, ReleaseRecord] = {}
         self._report_counts: dict[str, int] = {}
+        self._held: dict[str, LogHeld] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -208,7 +212,7 @@ class SqliteStore(Snapshots):
         def run(changes: PendingChanges) -> QueryInfo:
             if spec.query_id in self._states:
                 raise lifecycle.duplicate_query(spec.query_id)
-            state = QueryState.new(spec, created_at)
+            state = self._attach(QueryState.new(spec, created_at))
             self._sql().execute(_INSERT_QUERY, QueryRow.of(state))
             self._states[spec.query_id] = state
             changes.created.add(spec.query_id)
@@ -421,17 +425,24 @@ class SqliteStore(Snapshots):
 
     def _flush(self, changes: PendingChanges) -> None:
         """Append the accepted reports to the log and add completed devices to the counts."""
-        rows: list[LogRow] = []
+        conn = self._sql()
         for query_id, accepted in changes.accepted.items():
             if accepted.count == 0:
                 continue
-            rows.append(LogRow.of(query_id, accepted))
-            self._states[query_id].add_completed(accepted)
+            seq = conn.execute(_INSERT_LOG, LogRow.of(query_id, accepted)).lastrowid
+            assert seq is not None
+            state = self._states[query_id]
+            self._held[query_id].written(seq)
+            state.add_completed(accepted)
             self._report_counts[query_id] = self._report_counts.get(query_id, 0) + accepted.count
             changes.report_count += accepted.count
-        if rows:
-            self._sql().executemany(_INSERT_LOG, rows)
         changes.accepted.clear()
+
+    def _attach(self, state: QueryState) -> QueryState:
+        """Let `state` find its held reports in the log rather than keep them in memory."""
+        held = LogHeld(state.answer_bytes, self._sql)
+        state.held = self._held[state.spec.query_id] = held
+        return state
 
     def _publish(self, states: Iterable[QueryState]) -> None:
         self.publish(states, self._release_records, self._ledger_body, self._report_counts)
@@ -481,6 +492,25 @@ class SqliteStore(Snapshots):
             raise
         log.info("converted %s to the report log layout", self._path)
 
+    def _restore_log(self, state: QueryState) -> int:
+        """Rebuild `state`'s dedup indexes from its report log rows; returns the reports."""
+        # Answers are read only where restoring needs them: SP's waiting round-1 answers.
+        answers = "answers" if state.keeps_round1_answers else "NULL"
+        held = self._held[state.spec.query_id]
+        entries: list[LogEntry] = []
+        for seq, round_, n, report_ids, pseudonyms, packed in self._sql().execute(
+            f"SELECT seq, round, n, report_ids, pseudonyms, {answers} FROM reports "
+            "WHERE query_id = ? ORDER BY seq",
+            (state.spec.query_id,),
+        ):
+            row = LogRow(state.spec.query_id, round_, n, report_ids, pseudonyms, packed or b"")
+            if packed is None:
+                row = row._replace(answers=b"\0" * (n * state.answer_bytes))
+            entries.append(row.entry(state))
+            held.restored(seq, n)
+        state.restore(entries, hold=False)
+        return sum(e.n for e in entries)
+
     def _load(self, only: set[str] | None = None) -> None:
         """(Re)build the writer-owned state from the committed file: all of it, or the
         queries in `only` (their rows and report log)."""
@@ -496,14 +526,10 @@ class SqliteStore(Snapshots):
             f"SELECT {', '.join(QueryRow._fields)} FROM queries{where}", args
         ):
             row = QueryRow(*values)
-            self._states[row.query_id] = row.to_state()
+            self._states[row.query_id] = self._attach(row.to_state())
         counts: dict[str, int] = {}
-        for values in conn.execute(
-            f"SELECT {', '.join(LogRow._fields)} FROM reports{where} ORDER BY seq", args
-        ):
-            log_row = LogRow(*values)
-            log_row.restore(self._states[log_row.query_id])
-            counts[log_row.query_id] = counts.get(log_row.query_id, 0) + log_row.n
+        for query_id in sorted(only) if only is not None else list(self._states):
+            counts[query_id] = self._restore_log(self._states[query_id])
         if only is not None:
             for query_id in only:
                 self._report_counts[query_id] = counts.get(query_id, 0)
