@@ -18,6 +18,7 @@ import ctypes
 import ctypes.util
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -34,7 +35,37 @@ U64 = npt.NDArray[np.uint64]
 Values = npt.NDArray[np.int64]
 
 
-@dataclass(frozen=True)
+class _Directory(NamedTuple):
+    """Where each range of top bits starts in a long run: narrows `searchsorted` to a few keys.
+
+    A binary search over millions of keys misses the cache at nearly every step; with random
+    keys (report ids, pseudonyms) the directory leaves a few keys per range, searched in a few
+    vectorized steps. Skewed keys only make `steps` larger: the answer is the same.
+    """
+
+    starts: npt.NDArray[np.uint32]  # 2**k + 1 entries: first position of each top-k range
+    shift: np.uint64  # 64 - k
+    steps: int  # binary search steps for the largest range
+
+
+# Runs shorter than this are searched with plain `searchsorted`.
+_DIRECTORY_FROM = 1 << 16
+
+
+def _directory(hi: U64, high: np.uint64) -> _Directory | None:
+    n = len(hi)
+    if n < _DIRECTORY_FROM:
+        return None
+    k = n.bit_length() - 2  # 2**k ranges: 2 to 4 keys each on average
+    shift = np.uint64(64 - k)
+    # `hi & high` is sorted and keeps the top k bits (high clears fewer than 64 - k bits).
+    counts = np.bincount((hi >> shift).astype(np.intp), minlength=1 << k)
+    starts = np.zeros(len(counts) + 1, dtype=np.uint32)
+    np.cumsum(counts, out=starts[1:])
+    return _Directory(starts, shift, int(counts.max()).bit_length())
+
+
+@dataclass
 class _Run:
     """Keys in buckets of their `hi` with its low bits cleared (`hi & high`), buckets in
     order, with their `lo` halves and values in the same order.
@@ -49,6 +80,26 @@ class _Run:
     lo: U64
     values: npt.NDArray[np.uint32]
     high: np.uint64  # the bits of `hi` that make its bucket
+    directory: _Directory | None = None
+
+    def __post_init__(self) -> None:
+        self.directory = _directory(self.hi, self.high)
+
+    def first_of_buckets(self, probe: U64) -> npt.NDArray[np.intp]:
+        """`searchsorted(hi, probe)` for bucket floors `probe` (as `probe & high`)."""
+        directory = self.directory
+        if directory is None:
+            return self.hi.searchsorted(probe, side="left")
+        top = (probe >> directory.shift).astype(np.intp)
+        low = directory.starts[top].astype(np.intp)
+        high = directory.starts[top + 1].astype(np.intp)
+        last = len(self.hi) - 1
+        for _ in range(directory.steps):
+            mid = (low + high) >> 1
+            right = (mid < high) & ((self.hi[np.minimum(mid, last)] & self.high) < probe)
+            low = np.where(right, mid + 1, low)
+            high = np.where(right, high, mid)
+        return low
 
     @classmethod
     def of(cls, hi: U64, lo: U64, values: npt.NDArray[np.uint32]) -> _Run:
@@ -79,7 +130,7 @@ class _Run:
         """Set `found[i]` to the value of key i where this run holds it."""
         n = len(self.hi)
         probe = hi & self.high
-        start = self.hi.searchsorted(probe, side="left")
+        start = self.first_of_buckets(probe)
         at = np.minimum(start, n - 1)
         inside = start < n
         exact = inside & (self.hi[at] == hi) & (self.lo[at] == lo)
@@ -105,6 +156,32 @@ class _Run:
             span = slice(int(start[i]), int(stop[i]))
             keep[span] &= (self.hi[span] != hi[i]) | (self.lo[span] != lo[i])
         return _Run(self.hi[keep], self.lo[keep], self.values[keep], self.high)
+
+
+@dataclass(frozen=True)
+class NewKeys:
+    """Keys checked to be new, as a run ready to add (`KeyIndex.new_keys`)."""
+
+    keys: list[bytes]
+    first_value: int
+    run: _Run
+
+
+def _merge(a: _Run, b: _Run) -> _Run:
+    """One run of the keys of `a` and `b`, in linear time.
+
+    Both are in bucket order for their own masks, so also for the coarser mask of the merged
+    run (whose order within a bucket does not matter): a stable argsort of the two bucket
+    columns one after the other is a merge of two sorted runs (timsort finds them), and the
+    gathers that follow read nearly in order.
+    """
+    high = _high_bits(len(a) + len(b))
+    order = np.argsort(np.concatenate([a.hi & high, b.hi & high]), kind="stable")
+    hi, lo, values = (
+        np.concatenate([x, y]).take(order)
+        for x, y in ((a.hi, b.hi), (a.lo, b.lo), (a.values, b.values))
+    )
+    return _Run(hi, lo, values, high)
 
 
 def _high_bits(n: int) -> np.uint64:
@@ -186,11 +263,38 @@ class KeyIndex:
         found[order] = found_sorted
         return found
 
-    def any_of(self, keys: list[bytes], packed: bytes) -> bool:
-        """Whether any of `keys` (also given packed) is held."""
+    def new_keys(self, keys: list[bytes], packed: bytes, first_value: int) -> NewKeys | None:
+        """`keys` (also given packed) ready for `add_new` with values first_value,
+        first_value + 1, ..., or None when one of them repeats among them or is held.
+
+        One sort serves the three steps: the check for repeats (equal keys are in one
+        bucket), the lookups (probes in key order) and the new run itself.
+        """
+        if first_value + len(keys) > MAX_VALUE:
+            raise OverflowError("a key index holds at most 2**32 - 1 keys")
+        run = _Run.of_packed(packed, first_value)
+        high = run.high
+        if ((run.hi[1:] & high) == (run.hi[:-1] & high)).any() and len(set(keys)) != len(keys):
+            return None
         if not self._tail.keys().isdisjoint(keys):
-            return True
-        return bool((self._in_runs(packed) >= 0).any())
+            return None
+        if self._runs:
+            found = np.full(len(run), -1, dtype=np.int64)
+            for held in self._runs:
+                held.lookup(run.hi, run.lo, found)
+            if (found >= 0).any():
+                return None
+        return NewKeys(keys, first_value, run)
+
+    def add_new(self, new: NewKeys) -> None:
+        """Add keys checked by `new_keys` (nothing added in between)."""
+        n = len(new.keys)
+        self._len += n
+        if len(self._tail) + n < self._tail_limit:
+            values = range(new.first_value, new.first_value + n)
+            self._tail.update(zip(new.keys, values, strict=True))
+        else:
+            self._push(new.run)
 
     def add(self, key: bytes, value: int) -> None:
         """Add a key that is not held."""
@@ -198,18 +302,6 @@ class KeyIndex:
         self._len += 1
         if len(self._tail) >= self._tail_limit:
             self._flush_tail()
-
-    def add_run(self, keys: list[bytes], packed: bytes, first_value: int) -> None:
-        """Add keys none of which is held, with values first_value, first_value + 1, ..."""
-        n = len(keys)
-        if first_value + n > MAX_VALUE:
-            raise OverflowError("a key index holds at most 2**32 - 1 keys")
-        if len(self._tail) + n < self._tail_limit:
-            self._tail.update(zip(keys, range(first_value, first_value + n), strict=True))
-            self._len += n
-            return
-        self._len += n
-        self._push(_Run.of_packed(packed, first_value))
 
     def bulk_add(self, packed: bytes, first_value: int) -> None:
         """Add many keys at once (none held), with values first_value, first_value + 1, ...,
@@ -258,12 +350,7 @@ class KeyIndex:
         merged = False
         while runs and len(runs[-1]) <= 2 * len(run):
             merged = True
-            last = runs.pop()
-            run = _Run.of(
-                np.concatenate([last.hi, run.hi]),
-                np.concatenate([last.lo, run.lo]),
-                np.concatenate([last.values, run.values]),
-            )
+            run = _merge(runs.pop(), run)
         runs.append(run)
         if len(run) >= _TRIM_AFTER_KEYS and merged:
             _return_freed_memory()

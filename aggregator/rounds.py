@@ -73,6 +73,28 @@ class ReportColumns:
             self.answers[index],
         )
 
+    def take(self, indices: list[int]) -> ReportColumns:
+        """The reports at `indices`, in that order."""
+        return ReportColumns(
+            [self.query_ids[i] for i in indices],
+            [self.rounds[i] for i in indices],
+            [self.pseudonyms[i] for i in indices],
+            [self.report_ids[i] for i in indices],
+            [self.answers[i] for i in indices],
+        )
+
+    @classmethod
+    def concat(cls, parts: Iterable[ReportColumns]) -> ReportColumns:
+        """All the reports of `parts`, one after the other."""
+        columns = cls()
+        for part in parts:
+            columns.query_ids += part.query_ids
+            columns.rounds += part.rounds
+            columns.pseudonyms += part.pseudonyms
+            columns.report_ids += part.report_ids
+            columns.answers += part.answers
+        return columns
+
     @classmethod
     def of(cls, reports: Iterable[ReportIn]) -> ReportColumns:
         columns = cls()
@@ -335,11 +357,13 @@ class QueryState:
             if np.bitwise_and(last, mask).any():
                 return False
         packed_ids = b"".join(report_ids)
-        if len(set(report_ids)) != n or self.report_ids.any_of(report_ids, packed_ids):
+        new_ids = self.report_ids.new_keys(report_ids, packed_ids, len(self.held))
+        if new_ids is None:
             return False
         packed_pseudonyms = b"".join(pseudonyms)
         devices = self.devices_by_round[round_ - 1]
-        if len(set(pseudonyms)) != n or devices.any_of(pseudonyms, packed_pseudonyms):
+        new_devices = devices.new_keys(pseudonyms, packed_pseudonyms, len(devices))
+        if new_devices is None:
             return False
         two_rounds = self.rounds == 2
         if two_rounds and round_ == 2:
@@ -355,8 +379,8 @@ class QueryState:
             accepted.completed_answers[0].append(packed_answers)
             accepted.completed += n
         # Every report passes: record them all.
-        self.report_ids.add_run(report_ids, packed_ids, len(self.held))
-        devices.add_run(pseudonyms, packed_pseudonyms, len(devices))
+        self.report_ids.add_new(new_ids)
+        devices.add_new(new_devices)
         self.held.hold(round_, n, packed_pseudonyms, packed_answers)
         self.reports_per_round[round_ - 1] += n
         accepted.count += n

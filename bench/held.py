@@ -2,11 +2,12 @@
 
 Starts `ldpcollect serve` on a fresh file, creates a randomized-response query, pushes
 `--reports` valid reports through SubmitBatch (built as serialized batches with numpy, so the
-benchmark itself stays small), and reads the server's resident memory (VmRSS) after the first tenth (which warms the ingest path's own buffers) and
-at the end: the growth per million held reports. Then it stops the server cleanly (SIGTERM) and times a
-restart until the query answers, then kills it (SIGKILL) and times that restart too, each
-against the start of a server on an empty file measured in the same run. After every restart it
-checks that every acknowledged report is still counted.
+benchmark itself stays small), and reads the server's resident memory (VmRSS) after the first
+tenth (which warms the ingest path's own buffers) and at the end: the growth per million held
+reports. Then it stops the server cleanly (SIGTERM) and times a restart until the query
+answers, then kills it (SIGKILL) and times that restart too, each against the start of a
+server on an empty file measured in the same run. After every restart it checks that every
+acknowledged report is still counted.
 
     python -m bench.held [--reports 1000000] [--targets 100] [--json]
 """

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from aggregator import lifecycle
-from aggregator.admission import PendingChanges, admit
+from aggregator.admission import PendingChanges, admit, admit_many
 from aggregator.errors import ServiceError, StorageFailure, Unavailable
 from aggregator.model import QueryInfo, QuerySpec, ReleaseRecord, SubmitResult
 from aggregator.rounds import LogEntry, QueryState, ReportColumns
@@ -104,6 +104,7 @@ class _Request:
     run: Callable[[PendingChanges], Any]
     future: asyncio.Future[Any]
     n_reports: int = 0
+    reports: ReportColumns | None = None  # a submission: admitted with its neighbours
 
 
 _STOP = object()
@@ -205,7 +206,7 @@ class SqliteStore(Snapshots):
         def run(changes: PendingChanges) -> SubmitResult:
             return admit(changes, self._states, reports)
 
-        result: SubmitResult = await self._enqueue(run, len(reports))
+        result: SubmitResult = await self._enqueue(run, len(reports), reports)
         return result
 
     async def create_query(self, spec: QuerySpec, created_at: float) -> QueryInfo:
@@ -276,11 +277,16 @@ class SqliteStore(Snapshots):
 
     # ------------------------------------------------------------------ writer thread
 
-    async def _enqueue(self, run: Callable[[PendingChanges], Any], n_reports: int = 0) -> Any:
+    async def _enqueue(
+        self,
+        run: Callable[[PendingChanges], Any],
+        n_reports: int = 0,
+        reports: ReportColumns | None = None,
+    ) -> Any:
         if self._thread is None or self._loop is None:
             raise Unavailable("the store is not open")
         future: asyncio.Future[Any] = self._loop.create_future()
-        self._queue.put(_Request(run, future, n_reports))
+        self._queue.put(_Request(run, future, n_reports, reports))
         return await future
 
     def _state(self, query_id: str) -> QueryState:
@@ -358,14 +364,19 @@ class SqliteStore(Snapshots):
         ledger_before, report_counts_before = self._ledger_body, dict(self._report_counts)
         try:
             conn.execute("BEGIN IMMEDIATE")
+            submissions: list[_Request] = []
             for request in batch:
-                if request.n_reports == 0:
-                    # Admin changes see every report queued before them.
-                    self._flush(changes)
+                if request.reports is not None:
+                    submissions.append(request)
+                    continue
+                # Admin changes see every report queued before them.
+                self._admit(submissions, changes, results)
+                self._flush(changes)
                 try:
                     results.append((request.future, request.run(changes)))
                 except ServiceError as exc:
                     results.append((request.future, exc))
+            self._admit(submissions, changes, results)
             self._flush(changes)
             conn.executemany(
                 _UPDATE_PROGRESS,
@@ -400,6 +411,20 @@ class SqliteStore(Snapshots):
         if self._observer is not None:
             self._observer.observe_commit(elapsed, len(batch), n_reports)
         self._resolve(results)
+
+    def _admit(
+        self,
+        submissions: list[_Request],
+        changes: PendingChanges,
+        results: list[tuple[asyncio.Future[Any], object]],
+    ) -> None:
+        """Admit consecutive submissions together (one step per query when all pass)."""
+        if not submissions:
+            return
+        columns = [r.reports for r in submissions if r.reports is not None]
+        decided = admit_many(changes, self._states, columns)
+        results.extend(zip((r.future for r in submissions), decided, strict=True))
+        submissions.clear()
 
     def _rollback(self) -> None:
         conn = self._sql()

@@ -3,6 +3,7 @@ holds the keys, and two keys sharing their first 8 bytes are never one key."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -43,13 +44,16 @@ def test_the_index_answers_like_a_dict(tail: int, ops: list[tuple[str, object]])
             for k in arg:
                 model.pop(k, None)
         elif keys and op == "run":
-            index.add_run(keys, b"".join(keys), counter)
+            new = index.new_keys(keys, b"".join(keys), counter)
+            assert new is not None
+            index.add_new(new)
         elif keys:
             index.bulk_add(b"".join(keys), counter)
         if op != "discard":
             model.update((k, counter + i) for i, k in enumerate(keys))
             counter += len(keys)
-        assert index.any_of(arg, b"".join(arg)) == any(k in model for k in arg)
+        refused = index.new_keys(arg, b"".join(arg), counter) is None
+        assert refused == (any(k in model for k in arg) or len(set(arg)) < len(arg))
     assert len(index) == len(model)
     for k in KEYS:
         assert index.get(k) == model.get(k)
@@ -64,8 +68,32 @@ def test_keys_sharing_their_first_8_bytes_stay_two_keys(tail: int) -> None:
     second = b"\xab" * 8 + b"\x02" * 8  # the same 64-bit prefix, a different key
     index.add(first, 5)
     assert index.get(second) is None
-    assert not index.any_of([second], second)
-    index.add_run([second], second, 9)
+    new = index.new_keys([second], second, 9)
+    assert new is not None
+    index.add_new(new)
     assert (index.get(first), index.get(second)) == (5, 9)
     index.discard_many(first)
     assert (index.get(first), index.get(second)) == (None, 9)
+
+
+@pytest.mark.parametrize("skewed", [False, True])
+def test_a_long_run_with_a_directory_finds_every_key_and_no_other(skewed: bool) -> None:
+    """Runs past 65,536 keys are searched through a directory of top-bit ranges; keys packed
+    into a few ranges (skewed) and 64-bit collisions must change nothing."""
+    rng = np.random.default_rng(7)
+    n = 70_000
+    keys = rng.integers(0, 256, size=(n, 16), dtype=np.uint8)
+    if skewed:
+        keys[: n // 2, 4:8] = 0x5A  # the top 32 bits of `hi` (bytes 4-7) shared by half
+    keys[1, :8] = keys[0, :8]  # a 64-bit collision inside the run
+    index = KeyIndex()
+    index.bulk_add(keys.tobytes(), 0)
+    held = [bytes(k) for k in keys]
+    absent = rng.integers(0, 256, size=(500, 16), dtype=np.uint8)
+    absent[:250, :8] = keys[:250, :8]  # the same first 8 bytes as held keys, not held
+    probes = held[::97] + [bytes(k) for k in absent]
+    expected = [i for i in range(0, n, 97)] + [-1] * len(absent)
+    assert index.lookup(b"".join(probes)).tolist() == expected
+    assert [index.get(k) for k in probes[:50]] == [i for i in range(0, 50 * 97, 97)]
+    assert index.new_keys(probes[-250:], b"".join(probes[-250:]), n) is not None
+    assert index.new_keys(probes[:3], b"".join(probes[:3]), n) is None
