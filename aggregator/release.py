@@ -243,21 +243,24 @@ class Releaser:
             raise refusal(query.query_id, exc) from exc
         except ParameterError as exc:
             raise FailedPrecondition(str(exc)) from exc
+        # Columns to Python numbers once (`tolist`), not one numpy scalar at a time: a
+        # release of 65,536 targets builds that many records.
+        columns = zip(
+            query.spec.targets,
+            np.asarray(est.estimate, dtype=np.float64).tolist(),
+            np.asarray(est.std_error, dtype=np.float64).tolist(),
+            np.asarray(est.ci_low, dtype=np.float64).tolist(),
+            np.asarray(est.ci_high, dtype=np.float64).tolist(),
+            map(tuple, released.T.tolist()),
+            strict=True,
+        )
         record = ReleaseRecord(
             query_id=query.query_id,
             participants=n,
             released_at=released_at,
             estimates=tuple(
-                TargetRelease(
-                    location_id=target,
-                    estimate=float(est.estimate[i]),
-                    std_error=float(est.std_error[i]),
-                    ci_low=float(est.ci_low[i]),
-                    ci_high=float(est.ci_high[i]),
-                    participants=n,
-                    round_counts=tuple(int(c) for c in released[:, i]),
-                )
-                for i, target in enumerate(query.spec.targets)
+                TargetRelease(target, estimate, std_error, ci_low, ci_high, n, round_counts)
+                for target, estimate, std_error, ci_low, ci_high, round_counts in columns
             ),
             claims=tuple(c.to_json() for c in claims),
         )
