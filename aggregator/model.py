@@ -90,8 +90,10 @@ class SubmitResult:
     rejected: list[tuple[int, Outcome]] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class TargetRelease:
+class TargetRelease(NamedTuple):
+    """One target's released estimate (a tuple: a release builds one per target, tens of
+    thousands at a time)."""
+
     location_id: int
     estimate: float
     std_error: float

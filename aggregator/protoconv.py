@@ -7,6 +7,7 @@ from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from aggregator.estimates_wire import encode_estimates
 from aggregator.model import QueryInfo, ReleaseRecord
 from aggregator.release import StoredLedger, epoch_seconds
 from ldpcollect.accounting.release_cost import PrivacyClaim
@@ -58,6 +59,20 @@ def claim_to_proto(claim: dict[str, Any]) -> pb.PrivacyClaim:
 
 
 def release_to_proto(record: ReleaseRecord) -> pb.QueryRelease:
+    """The release as its wire message; the estimates are encoded with numpy
+    (`estimates_wire`) and parsed with the rest, one message per target costing too much at
+    tens of thousands of targets."""
+    head = pb.QueryRelease(
+        query_id=record.query_id,
+        participants=record.participants,
+        released_at=timestamp(record.released_at),
+        claims=[claim_to_proto(c) for c in record.claims],
+    )
+    return pb.QueryRelease.FromString(head.SerializeToString() + encode_estimates(record.estimates))
+
+
+def release_to_proto_per_message(record: ReleaseRecord) -> pb.QueryRelease:
+    """`release_to_proto` one message per estimate (the reference its tests compare with)."""
     return pb.QueryRelease(
         query_id=record.query_id,
         participants=record.participants,

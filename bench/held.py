@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -86,12 +87,18 @@ def rss_bytes(pid: int) -> int:
 class Server:
     """`ldpcollect serve` on `db`, as a child process."""
 
-    def __init__(self, db: Path) -> None:
+    def __init__(self, db: Path, code: Path | None = None) -> None:
+        """`code`: run the server from that checkout instead (a before/after comparison)."""
         self.port = free_port()
         self.target = f"127.0.0.1:{self.port}"
         args = [sys.executable, "-m", "ldpcollect_cli.main", "serve", "--db", str(db)]
         args += ["--listen", self.target, "--admin-token", ADMIN_TOKEN]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        env = dict(os.environ)
+        if code is not None:
+            env["PYTHONPATH"] = str(code)
+        self.proc = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
+        )
 
     async def ready(self, query_id: str | None) -> float:
         """Seconds from the process start until it serves (`query_id` answers, if given)."""
@@ -160,11 +167,11 @@ async def push(target: str, args: argparse.Namespace, n_reports: int, seed: int)
 
 async def run(args: argparse.Namespace) -> HeldResult:
     with tempfile.TemporaryDirectory() as tmp:
-        empty = Server(Path(tmp) / "empty.db")
+        empty = Server(Path(tmp) / "empty.db", args.server_code)
         empty_start = await empty.ready(None)
         empty.stop(signal.SIGTERM)
         db = Path(tmp) / "held.db"
-        server = Server(db)
+        server = Server(db, args.server_code)
         await server.ready(None)
         await create_query(server.target, QUERY, args.targets)
         # A first tenth warms the ingest path's own buffers; memory is measured from there.
@@ -179,11 +186,11 @@ async def run(args: argparse.Namespace) -> HeldResult:
         await asyncio.sleep(0.5)
         after = rss_bytes(server.proc.pid)
         server.stop(signal.SIGTERM)
-        server = Server(db)
+        server = Server(db, args.server_code)
         after_stop = await server.ready(QUERY)
         counted_stop = await counted(server.target, QUERY)
         server.stop(signal.SIGKILL)
-        server = Server(db)
+        server = Server(db, args.server_code)
         after_kill = await server.ready(QUERY)
         counted_kill = await counted(server.target, QUERY)
         server.stop(signal.SIGTERM)
@@ -212,6 +219,11 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=5_000, help="reports per batch")
     parser.add_argument("--concurrency", type=int, default=4, help="batches in flight")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--server-code",
+        type=Path,
+        help="run the server from this checkout (e.g. /work/main), for before/after figures",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args()
     result = asyncio.run(run(args))

@@ -50,7 +50,7 @@ from typing import Any, Protocol
 from aggregator import lifecycle
 from aggregator.admission import PendingChanges, admit, admit_many
 from aggregator.errors import ServiceError, StorageFailure, Unavailable
-from aggregator.model import QueryInfo, QuerySpec, ReleaseRecord, SubmitResult
+from aggregator.model import QueryInfo, QuerySpec, QueryStatus, ReleaseRecord, SubmitResult
 from aggregator.rounds import LogEntry, QueryState, ReportColumns
 from aggregator.store.base import LedgerFn, ReleaseFn
 from aggregator.store.log_held import LogHeld
@@ -108,6 +108,8 @@ class _Request:
 
 
 _STOP = object()
+# Bytes of released reports deleted per purge transaction.
+_PURGE_BYTES = 8 << 20
 # The commit delay is skipped for a group that already holds this many reports (its commit is
 # well amortized).
 _AMORTIZED_GROUP_REPORTS = 1_000
@@ -148,6 +150,9 @@ class SqliteStore(Snapshots):
         self._release_records: dict[str, ReleaseRecord] = {}
         self._report_counts: dict[str, int] = {}
         self._held: dict[str, LogHeld] = {}
+        # Released queries whose reports are still in the file (see `_purge_step`).
+        self._purging: list[str] = []
+        self._purge_paused = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -255,7 +260,7 @@ class SqliteStore(Snapshots):
             )
             if ledger_body is not None:
                 self._write_ledger(ledger_body)
-            conn.execute("DELETE FROM reports WHERE query_id = ?", (query_id,))
+            # The reports are deleted right after this commit, in steps (`_purge_step`).
             self._release_records[query_id] = record
             self._report_counts[query_id] = 0
             changes.touch(state)
@@ -300,7 +305,7 @@ class SqliteStore(Snapshots):
         stopping = False
         last_group_requests = 1
         while not stopping:
-            first = carry if carry is not None else self._queue.get()
+            first = carry if carry is not None else self._next_request()
             carry = None
             if first is _STOP:
                 break
@@ -325,6 +330,9 @@ class SqliteStore(Snapshots):
                 carry, stopping, n_reports = self._drain(batch, n_reports)
             last_group_requests = len(batch)
             self._commit_group(batch, n_reports)
+        # A clean stop leaves no released query's reports in the file.
+        while self._purging and not self._purge_paused:
+            self._purge_step()
         # Drain whatever arrived with or after the stop request: refuse it.
         while True:
             try:
@@ -335,6 +343,53 @@ class SqliteStore(Snapshots):
                 self._resolve([(item.future, _unavailable())])
         if carry is not None:
             self._resolve([(carry.future, _unavailable())])
+
+    def _next_request(self) -> _Request | object:
+        """The next queued request; while none is queued, delete released reports."""
+        while self._purging and not self._purge_paused:
+            try:
+                return self._queue.get_nowait()
+            except queue.Empty:
+                self._purge_step()
+        return self._queue.get()
+
+    def _purge_step(self) -> None:
+        """Delete some of the first released query's reports (about `_PURGE_BYTES`), in one
+        transaction; when none are left, truncate the write-ahead log, which held them too.
+
+        A release commits its record at once and its reports go in these steps between
+        requests, so the release takes the same time however many reports it held (secure
+        deletion overwrites every byte). A stop finishes them; a crash leaves them to the
+        next start, which resumes before it reads any report.
+        """
+        conn = self._sql()
+        query_id = self._purging[0]
+        try:
+            rows = conn.execute(
+                "SELECT seq, length(report_ids) + length(pseudonyms) + length(answers) "
+                "FROM reports WHERE query_id = ? ORDER BY seq LIMIT 1024",
+                (query_id,),
+            ).fetchall()
+            if not rows:
+                self._purging.pop(0)
+                self._checkpoint()
+                return
+            chosen: list[int] = []
+            size = 0
+            for seq, nbytes in rows:
+                if chosen and size + nbytes > _PURGE_BYTES:
+                    break
+                chosen.append(seq)
+                size += nbytes
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(
+                f"DELETE FROM reports WHERE seq IN ({', '.join('?' * len(chosen))})", chosen
+            )
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            log.error("could not delete released reports of %r: %s (retried later)", query_id, exc)
+            self._rollback()
+            self._purge_paused = True  # until the next commit succeeds
 
     def _drain(self, batch: list[_Request], n_reports: int) -> tuple[_Request | None, bool, int]:
         """Move queued requests into `batch` up to `max_group_reports` reports.
@@ -403,9 +458,9 @@ class SqliteStore(Snapshots):
             error = StorageFailure("internal error while storing; nothing was stored; retry")
             results = [(request.future, error) for request in batch]
         else:
-            if changes.forgotten:
-                # A release deleted reports: take them out of the write-ahead log file too.
-                self._checkpoint()
+            # A release forgot its reports: delete them from the file next (`_purge_step`).
+            self._purging.extend(q for q in changes.forgotten if q not in self._purging)
+            self._purge_paused = False
         self._publish(changes.touched.values())
         elapsed = time.perf_counter() - started
         if self._observer is not None:
@@ -517,6 +572,14 @@ class SqliteStore(Snapshots):
             raise
         log.info("converted %s to the report log layout", self._path)
 
+    def _has_reports(self, query_id: str) -> bool:
+        found = (
+            self._sql()
+            .execute("SELECT 1 FROM reports WHERE query_id = ? LIMIT 1", (query_id,))
+            .fetchone()
+        )
+        return found is not None
+
     def _restore_log(self, state: QueryState) -> int:
         """Rebuild `state`'s dedup indexes from its report log rows; returns the reports."""
         # Answers are read only where restoring needs them: SP's waiting round-1 answers.
@@ -554,7 +617,13 @@ class SqliteStore(Snapshots):
             self._states[row.query_id] = self._attach(row.to_state())
         counts: dict[str, int] = {}
         for query_id in sorted(only) if only is not None else list(self._states):
-            counts[query_id] = self._restore_log(self._states[query_id])
+            state = self._states[query_id]
+            if state.status == QueryStatus.RELEASED:
+                # Its reports were forgotten; any still in the file are deleted next.
+                if query_id not in self._purging and self._has_reports(query_id):
+                    self._purging.append(query_id)
+                continue
+            counts[query_id] = self._restore_log(state)
         if only is not None:
             for query_id in only:
                 self._report_counts[query_id] = counts.get(query_id, 0)
