@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.model import TargetRelease
+from aggregator.model import TargetRelease, estimate_columns
 
 U8 = npt.NDArray[np.uint8]
 Mask = npt.NDArray[np.bool_]
@@ -55,7 +55,7 @@ def encode_estimates(estimates: Sequence[TargetRelease]) -> bytes:
     if n == 0:
         return b""
     rounds = len(estimates[0].round_counts)
-    fields = list(zip(*estimates, strict=True))  # columns, transposed in C
+    fields = estimate_columns(estimates)
     location = np.array(fields[0], dtype=np.uint64)
     floats = np.array(fields[1:5], dtype=np.float64).T
     participants = np.array(fields[5], dtype=np.uint64)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import NamedTuple
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 from aggregator.errors import ServiceError
 from ldpcollect.mechanisms import Mechanism
@@ -101,6 +103,12 @@ class TargetRelease(NamedTuple):
     ci_high: float
     participants: int
     round_counts: tuple[int, ...]
+
+
+def estimate_columns(estimates: Sequence[TargetRelease]) -> list[list[Any]]:
+    """The estimates' fields as columns, in field order (`itemgetter` maps run in C; a
+    `zip(*estimates)` over tens of thousands of rows costs several times more)."""
+    return [list(map(itemgetter(k), estimates)) for k in range(len(TargetRelease._fields))]
 
 
 @dataclass(frozen=True)

@@ -251,6 +251,7 @@ class Releaser:
             np.asarray(est.std_error, dtype=np.float64).tolist(),
             np.asarray(est.ci_low, dtype=np.float64).tolist(),
             np.asarray(est.ci_high, dtype=np.float64).tolist(),
+            [n] * len(query.spec.targets),
             map(tuple, released.T.tolist()),
             strict=True,
         )
@@ -258,10 +259,7 @@ class Releaser:
             query_id=query.query_id,
             participants=n,
             released_at=released_at,
-            estimates=tuple(
-                TargetRelease(target, estimate, std_error, ci_low, ci_high, n, round_counts)
-                for target, estimate, std_error, ci_low, ci_high, round_counts in columns
-            ),
+            estimates=tuple(map(TargetRelease._make, columns)),
             claims=tuple(c.to_json() for c in claims),
         )
         return record, stored.to_body()

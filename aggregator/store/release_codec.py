@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from aggregator.model import ReleaseRecord, TargetRelease
+from aggregator.model import ReleaseRecord, TargetRelease, estimate_columns
 
 # Column name -> little-endian dtype, in TargetRelease field order (round counts apart).
 _COLUMNS = {
@@ -38,7 +38,7 @@ def _decode(text: str, dtype: str) -> list[Any]:
 
 
 def release_to_json(record: ReleaseRecord) -> str:
-    fields = list(zip(*record.estimates, strict=True)) or [()] * 7
+    fields = estimate_columns(record.estimates)
     columns: dict[str, Any] = {
         name: _encode(values, dtype)
         for (name, dtype), values in zip(_COLUMNS.items(), fields, strict=False)

@@ -108,8 +108,10 @@ class _Request:
 
 
 _STOP = object()
-# Bytes of released reports deleted per purge transaction.
+# Bytes of released reports deleted per purge transaction, and the pause after a release
+# before the first (its reply is being encoded meanwhile).
 _PURGE_BYTES = 8 << 20
+_PURGE_PAUSE_S = 0.5
 # The commit delay is skipped for a group that already holds this many reports (its commit is
 # well amortized).
 _AMORTIZED_GROUP_REPORTS = 1_000
@@ -153,6 +155,7 @@ class SqliteStore(Snapshots):
         # Released queries whose reports are still in the file (see `_purge_step`).
         self._purging: list[str] = []
         self._purge_paused = False
+        self._purge_from = 0.0  # time.monotonic() from which purging may start
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -345,12 +348,15 @@ class SqliteStore(Snapshots):
             self._resolve([(carry.future, _unavailable())])
 
     def _next_request(self) -> _Request | object:
-        """The next queued request; while none is queued, delete released reports."""
+        """The next queued request; while none is queued, delete released reports (after a
+        short pause, so that the release's reply goes out first)."""
         while self._purging and not self._purge_paused:
+            wait = self._purge_from - time.monotonic()
             try:
-                return self._queue.get_nowait()
+                return self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
             except queue.Empty:
-                self._purge_step()
+                if wait <= 0:
+                    self._purge_step()
         return self._queue.get()
 
     def _purge_step(self) -> None:
@@ -461,6 +467,8 @@ class SqliteStore(Snapshots):
             # A release forgot its reports: delete them from the file next (`_purge_step`).
             self._purging.extend(q for q in changes.forgotten if q not in self._purging)
             self._purge_paused = False
+            if changes.forgotten:
+                self._purge_from = time.monotonic() + _PURGE_PAUSE_S
         self._publish(changes.touched.values())
         elapsed = time.perf_counter() - started
         if self._observer is not None:
