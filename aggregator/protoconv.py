@@ -10,7 +10,6 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from aggregator.estimates_wire import encode_estimates
 from aggregator.model import QueryInfo, ReleaseRecord
 from aggregator.release import StoredLedger, epoch_seconds
-from ldpcollect.accounting.release_cost import PrivacyClaim
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.wire import mechanism_to_proto, noise_sigma_to_proto, scheme_from_text
 
@@ -43,6 +42,8 @@ def query_to_proto(info: QueryInfo) -> pb.Query:
 def claim_to_proto(claim: dict[str, Any]) -> pb.PrivacyClaim:
     """A stored claim (`PrivacyClaim.to_json()`: null, or legacy "inf", for no bound) as its
     wire message (+inf for no bound)."""
+    from ldpcollect.accounting.release_cost import PrivacyClaim  # on first use: see release.py
+
     c = PrivacyClaim.from_json(claim)
     return pb.PrivacyClaim(
         view=c.view,

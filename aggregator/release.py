@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -39,14 +39,27 @@ import numpy.typing as npt
 from aggregator.errors import Exhausted, FailedPrecondition, Invalid, ServiceError
 from aggregator.model import QueryInfo, ReleaseRecord, TargetRelease
 from aggregator.store.base import LedgerFn
-from ldpcollect.accounting.discrete_gaussian import (
-    discrete_gaussian_variance,
-    sample_discrete_gaussian,
-)
-from ldpcollect.accounting.ledger import BudgetExceeded, PrivacyLedger
-from ldpcollect.accounting.release_cost import PrivacyClaim, release_claims
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms.no_privacy import gives_no_privacy
+
+if TYPE_CHECKING:
+    from ldpcollect.accounting.ledger import BudgetExceeded, PrivacyLedger
+    from ldpcollect.accounting.release_cost import PrivacyClaim
+
+# `ldpcollect.accounting` (and the SciPy it needs) is imported on first use, not at start:
+# it is most of a server's start-up time, and a restart should not wait for it.
+
+
+def _new_ledger() -> PrivacyLedger:
+    from ldpcollect.accounting.ledger import PrivacyLedger
+
+    return PrivacyLedger()
+
+
+def _budget_exceeded() -> type[BudgetExceeded]:
+    from ldpcollect.accounting.ledger import BudgetExceeded
+
+    return BudgetExceeded
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +83,7 @@ def epoch_seconds(stamp: str) -> float:
 class StoredLedger:
     """The ledger as stored: C's `PrivacyLedger` and every budget change (an audit trail)."""
 
-    ledger: PrivacyLedger = field(default_factory=PrivacyLedger)
+    ledger: PrivacyLedger = field(default_factory=_new_ledger)
     budget_changes: list[dict[str, Any]] = field(default_factory=list)
     # Releases recorded by an aggregator version without accounting (no claims): listed, not
     # counted; GetLedger says so.
@@ -84,6 +97,8 @@ class StoredLedger:
 
     @classmethod
     def from_body(cls, body: str | None) -> StoredLedger:
+        from ldpcollect.accounting.ledger import PrivacyLedger
+
         if body is None:
             return cls()
         data = json.loads(body)
@@ -133,6 +148,8 @@ class ReleaseAccounting:
         with self._lock:
             cached = self._cache.get(key)
         if cached is None:
+            from ldpcollect.accounting.release_cost import release_claims
+
             try:
                 cached = tuple(
                     release_claims(
@@ -160,6 +177,11 @@ class ReleaseAccounting:
 
     def noise(self, sigma: Fraction, shape: tuple[int, ...]) -> tuple[Counts, float]:
         """Exact discrete Gaussian integers of that shape and their per-count variance."""
+        from ldpcollect.accounting.discrete_gaussian import (
+            discrete_gaussian_variance,
+            sample_discrete_gaussian,
+        )
+
         sigma_sq = sigma * sigma
         size = int(np.prod(shape))
         draws = sample_discrete_gaussian(sigma_sq, size)
@@ -217,13 +239,14 @@ class Releaser:
     def _release(
         self, query: QueryInfo, counts: Counts, ledger_body: str | None
     ) -> tuple[ReleaseRecord, str | None]:
+        budget_exceeded = _budget_exceeded()
         stored = StoredLedger.from_body(ledger_body)
         ledger = stored.ledger
         # 1-2. Claims, then the filter: refuse before anything is computed or noised.
         claims = self._acct.claims(query, stored.reporting_delta)
         try:
             ledger.check(claims)
-        except BudgetExceeded as exc:
+        except budget_exceeded as exc:
             raise refusal(query.query_id, exc) from exc
         # 3. Noise on every released round count.
         released = counts.astype(np.int64, copy=True)
@@ -239,7 +262,7 @@ class Releaser:
         released_at = self._clock()
         try:
             ledger.charge(query.query_id, claims, iso_time(released_at))
-        except BudgetExceeded as exc:  # cannot happen after check; kept for safety
+        except budget_exceeded as exc:  # cannot happen after check; kept for safety
             raise refusal(query.query_id, exc) from exc
         except ParameterError as exc:
             raise FailedPrecondition(str(exc)) from exc
@@ -274,6 +297,8 @@ def release_function(
 
 
 def _validated_budget(epsilon: float, delta: float) -> PrivacyLedger:
+    from ldpcollect.accounting.ledger import PrivacyLedger
+
     try:
         return PrivacyLedger(epsilon, delta)
     except ParameterError as exc:
@@ -295,6 +320,8 @@ def set_budget_function(
         raise Invalid(f"filter must be one of {', '.join(LEDGER_FILTERS)} (or empty to keep it)")
 
     def update(body: str | None) -> str:
+        from ldpcollect.accounting.ledger import PrivacyLedger
+
         stored = StoredLedger.from_body(body)
         old = stored.ledger
         chosen = filter or old.filter

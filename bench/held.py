@@ -96,8 +96,9 @@ class Server:
         env = dict(os.environ)
         if code is not None:
             env["PYTHONPATH"] = str(code)
+        # `python -m` puts the working directory first on the path: run from that checkout.
         self.proc = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=code
         )
 
     async def ready(self, query_id: str | None) -> float:

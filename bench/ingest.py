@@ -50,9 +50,16 @@ def free_port() -> int:
 
 
 @contextmanager
-def process(args: list[str], port: int) -> Iterator[str]:
-    """Start a server process and yield its address once it accepts connections."""
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def process(args: list[str], port: int, code: Path | None = None) -> Iterator[str]:
+    """Start a server process and yield its address once it accepts connections (`code`: run
+    it from that checkout instead, for before/after figures)."""
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
+    # `python -m` puts the working directory first on the path: run from that checkout.
+    proc = subprocess.Popen(
+        args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=code
+    )
     target = f"127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -199,7 +206,8 @@ async def run(args: argparse.Namespace) -> list[Row]:
             "--admin-token",
             ADMIN_TOKEN,
         ]
-        with process(bare_args, bare_port) as bare_t, process(serve, port) as agg_t:
+        aggregator = process(serve, port, args.server_code)
+        with process(bare_args, bare_port) as bare_t, aggregator as agg_t:
             for rep in range(args.repeat):
                 for mode in modes:
                     reports = reports_for(mode, rep, args)
@@ -295,6 +303,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--repeat", type=int, default=3, help="repetitions, bare and aggregator in turn"
+    )
+    parser.add_argument(
+        "--server-code", type=Path, help="run the aggregator from this checkout (before/after)"
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--plot", type=Path, help="also draw a bar chart to this PNG")

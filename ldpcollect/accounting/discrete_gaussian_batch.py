@@ -12,14 +12,13 @@ read differs.
 Uniform integers in [0, m) come from 62-bit words by rejection (a word at or above the largest
 multiple of m up to 2**62 is drawn again), so they are exactly uniform. Every integer stays
 below 2**62: `fits` says which parameters this path takes, and a draw whose rejection test
-would need larger numbers is finished with the one-at-a-time sampler's exact integer test.
+would need larger numbers counts its exp(-1) coins with Python integers.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import random
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -149,29 +148,20 @@ def sample_batch(sigma_sq: Fraction, size: int, words: WordSource = os_words) ->
             num = offset[small] * offset[small]
             keep[small] = coins.exp(num, np.full(len(num), gamma_den, dtype=np.int64))
         for i in np.flatnonzero(~small).tolist():  # far tails: exact Python integers
-            keep[i] = _big_exp((abs(int(y[i])) * t * d - n) ** 2, gamma_den, words)
+            keep[i] = _big_exp((abs(int(y[i])) * t * d - n) ** 2, gamma_den, coins)
         out.extend(y[keep].tolist())
     return out[:size]
 
 
-def _big_exp(num: int, den: int, words: WordSource) -> bool:
-    """Bernoulli(exp(-num/den)) with Python integers, coins from the same word source."""
-    from ldpcollect.accounting.discrete_gaussian import bernoulli_exp
-
-    return bernoulli_exp(num, den, _WordRandom(words))
-
-
-class _WordRandom(random.Random):
-    """Integer draws (`randrange`) from a word source; no floats."""
-
-    def __init__(self, words: WordSource) -> None:
-        super().__init__()
-        self._source = words
-
-    def getrandbits(self, k: int, /) -> int:
-        chunks = -(-k // 64)
-        value = int.from_bytes(self._source(chunks).tobytes(), "little")
-        return value >> (64 * chunks - k)
-
-    def random(self) -> float:
-        raise AssertionError("the sampler draws no floats")
+def _big_exp(num: int, den: int, coins: _Coins) -> bool:
+    """Bernoulli(exp(-num/den)) for a numerator beyond int64 (den fits): the same steps as
+    `_Coins.exp`, the count of exp(-1) coins worked out with Python integers."""
+    whole = max(-(-num // den) - 1, 0)
+    rest = num - whole * den
+    one = np.ones(1, dtype=np.int64)
+    while whole > 0:  # every exp(-1) coin must come up; almost always one fails at once
+        ones = np.ones(min(whole, 64), dtype=np.int64)
+        if not coins.exp_at_most_one(ones, ones).all():
+            return False
+        whole -= len(ones)
+    return bool(coins.exp_at_most_one(one * rest, one * den)[0])

@@ -99,3 +99,18 @@ def test_the_os_sourced_sampler_takes_the_batch_path_where_it_fits() -> None:
     draws = sample_discrete_gaussian(Fraction(10**12), 70)  # one at a time: too large
     assert len(draws) == 70 and all(type(x) is int for x in draws)
     assert len(set(sample_discrete_gaussian("9/4", 1000))) > 5
+
+
+def test_a_far_tail_acceptance_keeps_its_exact_frequency() -> None:
+    """Acceptance tests whose numerator may pass int64 count their exp(-1) coins with Python
+    integers: gamma = 3 still comes up exp(-3) of the time, and a numerator far beyond int64
+    is handled (and, at gamma 2**24, fails)."""
+    from ldpcollect.accounting.discrete_gaussian_batch import _big_exp
+
+    coins = _Coins(seeded_words(11))
+    n = 20_000
+    den = 2**40 + 7
+    hits = sum(_big_exp(3 * den, den, coins) for _ in range(n))
+    p = math.exp(-3)
+    assert abs(hits / n - p) < 4 * math.sqrt(p * (1 - p) / n)
+    assert not _big_exp(2**64 * den, den, coins)
