@@ -61,6 +61,7 @@ def _budget_exceeded() -> type[BudgetExceeded]:
 
     return BudgetExceeded
 
+
 log = logging.getLogger(__name__)
 
 Counts = npt.NDArray[np.int64]
