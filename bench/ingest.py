@@ -84,19 +84,23 @@ def process(args: list[str], port: int, code: Path | None = None) -> Iterator[st
             proc.wait()
 
 
-async def create_query(target: str, query_id: str, n_targets: int) -> None:
+async def create_query(
+    target: str, query_id: str, n_targets: int, noise_sigma: str | None = None
+) -> None:
+    """An RR 0.85/0.3 query over grid cells 1..n_targets (release noise `noise_sigma`)."""
     async with grpc.aio.insecure_channel(target) as channel:
         admin = pb_grpc.AdminStub(channel)
         await admin.CreateQuery(
             pb.CreateQueryRequest(
                 query_id=query_id,
-                description="ingest benchmark",
+                description="benchmark",
                 mechanism=pb.MechanismSpec(
                     randomized_response=pb.RandomizedResponse(flip1="0.85", flip2="0.3")
                 ),
                 location_scheme=pb.LocationScheme(grid=pb.GridScheme()),
                 targets=list(range(1, n_targets + 1)),
                 min_reports=1,
+                noise=pb.ReleaseNoise(sigma=noise_sigma) if noise_sigma else None,
             ),
             metadata=(("authorization", f"Bearer {ADMIN_TOKEN}"),),
         )

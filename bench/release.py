@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.held import Server, batch_bytes
-from bench.ingest import ADMIN_TOKEN
+from bench.ingest import ADMIN_TOKEN, create_query
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
 
@@ -43,21 +43,7 @@ async def one_release(
         target, options=[("grpc.max_receive_message_length", 256 << 20)]
     ) as channel:
         admin = pb_grpc.AdminStub(channel)
-        noise = pb.ReleaseNoise(sigma=str(args.noise_sigma)) if args.noise_sigma else None
-        await admin.CreateQuery(
-            pb.CreateQueryRequest(
-                query_id=query_id,
-                description="release benchmark",
-                mechanism=pb.MechanismSpec(
-                    randomized_response=pb.RandomizedResponse(flip1="0.85", flip2="0.3")
-                ),
-                location_scheme=pb.LocationScheme(grid=pb.GridScheme()),
-                targets=list(range(1, args.targets + 1)),
-                min_reports=1,
-                noise=noise,
-            ),
-            metadata=_AUTH,
-        )
+        await create_query(target, query_id, args.targets, args.noise_sigma)
         submit = channel.unary_unary(
             "/ldpcollect.v1.Collector/SubmitBatch",
             request_serializer=None,

@@ -5,7 +5,6 @@ one-at-a-time sampler's tests (fixed seeds; goodness of fit at the 0.1% level, m
 from __future__ import annotations
 
 import math
-from collections import Counter
 from fractions import Fraction
 
 import numpy as np
@@ -14,7 +13,6 @@ import pytest
 from scipy.stats import chi2
 
 from ldpcollect.accounting.discrete_gaussian import (
-    discrete_gaussian_pmf,
     discrete_gaussian_variance,
     sample_discrete_gaussian,
 )
@@ -24,6 +22,7 @@ from ldpcollect.accounting.discrete_gaussian_batch import (
     fits,
     sample_batch,
 )
+from tests.accounting.gaussian_fit import chi_square_p, variance_error_in_se
 
 SIGNIFICANCE = 0.001
 
@@ -37,24 +36,6 @@ def seeded_words(seed: int) -> WordSource:
     return words
 
 
-def chi_square_p(draws: list[int], sigma_sq: Fraction) -> float:
-    n = len(draws)
-    pmf, bound = discrete_gaussian_pmf(sigma_sq)
-    expected = {x: float(pmf[x + bound]) * n for x in range(-bound, bound + 1)}
-    core = [x for x, e in expected.items() if e >= 5]
-    low, high = min(core), max(core)
-    counts = Counter(draws)
-    observed = [sum(c for x, c in counts.items() if x <= low)]
-    wanted = [sum(e for x, e in expected.items() if x <= low)]
-    for x in range(low + 1, high):
-        observed.append(counts.get(x, 0))
-        wanted.append(expected[x])
-    observed.append(sum(c for x, c in counts.items() if x >= high))
-    wanted.append(sum(e for x, e in expected.items() if x >= high))
-    statistic = sum((o - w) ** 2 / w for o, w in zip(observed, wanted, strict=True))
-    return float(chi2.sf(statistic, len(observed) - 1))
-
-
 @pytest.mark.parametrize(
     "sigma_sq", [Fraction(1, 4), Fraction(2), Fraction(4), Fraction(49, 4), Fraction(7, 3)]
 )
@@ -63,12 +44,8 @@ def test_batch_draws_fit_the_exact_distribution(sigma_sq: Fraction) -> None:
     draws = sample_batch(sigma_sq, n, seeded_words(20240611))
     assert len(draws) == n and all(type(x) is int for x in draws[:100])
     assert chi_square_p(draws, sigma_sq) > SIGNIFICANCE
-    pmf, bound = discrete_gaussian_pmf(sigma_sq)
+    assert variance_error_in_se(draws, sigma_sq) < 4
     var = discrete_gaussian_variance(sigma_sq)
-    xs = np.arange(-bound, bound + 1, dtype=float)
-    fourth = float(np.sum(pmf * xs**4))
-    se = math.sqrt((fourth - var * var) / n)
-    assert abs(float(np.mean(np.square(draws))) - var) < 4 * se
     assert abs(float(np.mean(draws))) < 4 * math.sqrt(var / n)
 
 
