@@ -29,6 +29,8 @@ Design
   insert per report and unique key. A repeated report id is compared with the report it
   names by reading that one report back from its log row (`log_held`).
 - Reads (list, get, release, ledger) see immutable snapshots published after each commit.
+- A release commits at once; its reports are deleted from the file in steps just after
+  (`purge`), so a release takes the same time however many reports it held.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from aggregator.model import QueryInfo, QuerySpec, QueryStatus, ReleaseRecord, S
 from aggregator.rounds import LogEntry, QueryState, ReportColumns
 from aggregator.store.base import LedgerFn, ReleaseFn
 from aggregator.store.log_held import LogHeld
+from aggregator.store.purge import ReleasedReports
 from aggregator.store.release_codec import release_from_json, release_to_json
 from aggregator.store.rows import PROGRESS_COLUMNS, LogRow, QueryRow, progress_values
 from aggregator.store.single_writer import DatabaseInUse, WriterLock
@@ -108,10 +111,6 @@ class _Request:
 
 
 _STOP = object()
-# Bytes of released reports deleted per purge transaction, and the pause after a release
-# before the first (its reply is being encoded meanwhile).
-_PURGE_BYTES = 8 << 20
-_PURGE_PAUSE_S = 0.5
 # The commit delay is skipped for a group that already holds this many reports (its commit is
 # well amortized).
 _AMORTIZED_GROUP_REPORTS = 1_000
@@ -152,10 +151,8 @@ class SqliteStore(Snapshots):
         self._release_records: dict[str, ReleaseRecord] = {}
         self._report_counts: dict[str, int] = {}
         self._held: dict[str, LogHeld] = {}
-        # Released queries whose reports are still in the file (see `_purge_step`).
-        self._purging: list[str] = []
-        self._purge_paused = False
-        self._purge_from = 0.0  # time.monotonic() from which purging may start
+        # Released queries whose reports are still in the file.
+        self._released = ReleasedReports(self._sql, self._checkpoint)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -263,7 +260,7 @@ class SqliteStore(Snapshots):
             )
             if ledger_body is not None:
                 self._write_ledger(ledger_body)
-            # The reports are deleted right after this commit, in steps (`_purge_step`).
+            # The reports are deleted right after this commit, in steps (`purge`).
             self._release_records[query_id] = record
             self._report_counts[query_id] = 0
             changes.touch(state)
@@ -334,8 +331,7 @@ class SqliteStore(Snapshots):
             last_group_requests = len(batch)
             self._commit_group(batch, n_reports)
         # A clean stop leaves no released query's reports in the file.
-        while self._purging and not self._purge_paused:
-            self._purge_step()
+        self._released.finish()
         # Drain whatever arrived with or after the stop request: refuse it.
         while True:
             try:
@@ -348,54 +344,15 @@ class SqliteStore(Snapshots):
             self._resolve([(carry.future, _unavailable())])
 
     def _next_request(self) -> _Request | object:
-        """The next queued request; while none is queued, delete released reports (after a
-        short pause, so that the release's reply goes out first)."""
-        while self._purging and not self._purge_paused:
-            wait = self._purge_from - time.monotonic()
+        """The next queued request; while none is queued, delete released reports."""
+        while self._released.pending():
+            wait = self._released.wait_s()
             try:
                 return self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
             except queue.Empty:
                 if wait <= 0:
-                    self._purge_step()
+                    self._released.step()
         return self._queue.get()
-
-    def _purge_step(self) -> None:
-        """Delete some of the first released query's reports (about `_PURGE_BYTES`), in one
-        transaction; when none are left, truncate the write-ahead log, which held them too.
-
-        A release commits its record at once and its reports go in these steps between
-        requests, so the release takes the same time however many reports it held (secure
-        deletion overwrites every byte). A stop finishes them; a crash leaves them to the
-        next start, which resumes before it reads any report.
-        """
-        conn = self._sql()
-        query_id = self._purging[0]
-        try:
-            rows = conn.execute(
-                "SELECT seq, length(report_ids) + length(pseudonyms) + length(answers) "
-                "FROM reports WHERE query_id = ? ORDER BY seq LIMIT 1024",
-                (query_id,),
-            ).fetchall()
-            if not rows:
-                self._purging.pop(0)
-                self._checkpoint()
-                return
-            chosen: list[int] = []
-            size = 0
-            for seq, nbytes in rows:
-                if chosen and size + nbytes > _PURGE_BYTES:
-                    break
-                chosen.append(seq)
-                size += nbytes
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute(
-                f"DELETE FROM reports WHERE seq IN ({', '.join('?' * len(chosen))})", chosen
-            )
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            log.error("could not delete released reports of %r: %s (retried later)", query_id, exc)
-            self._rollback()
-            self._purge_paused = True  # until the next commit succeeds
 
     def _drain(self, batch: list[_Request], n_reports: int) -> tuple[_Request | None, bool, int]:
         """Move queued requests into `batch` up to `max_group_reports` reports.
@@ -464,11 +421,8 @@ class SqliteStore(Snapshots):
             error = StorageFailure("internal error while storing; nothing was stored; retry")
             results = [(request.future, error) for request in batch]
         else:
-            # A release forgot its reports: delete them from the file next (`_purge_step`).
-            self._purging.extend(q for q in changes.forgotten if q not in self._purging)
-            self._purge_paused = False
-            if changes.forgotten:
-                self._purge_from = time.monotonic() + _PURGE_PAUSE_S
+            # A release forgot its reports: delete them from the file next.
+            self._released.released(changes.forgotten)
         self._publish(changes.touched.values())
         elapsed = time.perf_counter() - started
         if self._observer is not None:
@@ -580,14 +534,6 @@ class SqliteStore(Snapshots):
             raise
         log.info("converted %s to the report log layout", self._path)
 
-    def _has_reports(self, query_id: str) -> bool:
-        found = (
-            self._sql()
-            .execute("SELECT 1 FROM reports WHERE query_id = ? LIMIT 1", (query_id,))
-            .fetchone()
-        )
-        return found is not None
-
     def _restore_log(self, state: QueryState) -> int:
         """Rebuild `state`'s dedup indexes from its report log rows; returns the reports."""
         # Answers are read only where restoring needs them: SP's waiting round-1 answers.
@@ -628,8 +574,7 @@ class SqliteStore(Snapshots):
             state = self._states[query_id]
             if state.status == QueryStatus.RELEASED:
                 # Its reports were forgotten; any still in the file are deleted next.
-                if query_id not in self._purging and self._has_reports(query_id):
-                    self._purging.append(query_id)
+                self._released.found(query_id)
                 continue
             counts[query_id] = self._restore_log(state)
         if only is not None:
