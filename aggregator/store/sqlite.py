@@ -29,8 +29,6 @@ Design
   insert per report and unique key. A repeated report id is compared with the report it
   names by reading that one report back from its log row (`log_held`).
 - Reads (list, get, release, ledger) see immutable snapshots published after each commit.
-- A release commits at once; its reports are deleted from the file in steps just after
-  (`purge`), so a release takes the same time however many reports it held.
 """
 
 from __future__ import annotations
@@ -56,7 +54,6 @@ from aggregator.model import QueryInfo, QuerySpec, QueryStatus, ReleaseRecord, S
 from aggregator.rounds import LogEntry, QueryState, ReportColumns
 from aggregator.store.base import LedgerFn, ReleaseFn
 from aggregator.store.log_held import LogHeld
-from aggregator.store.purge import ReleasedReports
 from aggregator.store.release_codec import release_from_json, release_to_json
 from aggregator.store.rows import PROGRESS_COLUMNS, LogRow, QueryRow, progress_values
 from aggregator.store.single_writer import DatabaseInUse, WriterLock
@@ -151,8 +148,6 @@ class SqliteStore(Snapshots):
         self._release_records: dict[str, ReleaseRecord] = {}
         self._report_counts: dict[str, int] = {}
         self._held: dict[str, LogHeld] = {}
-        # Released queries whose reports are still in the file.
-        self._released = ReleasedReports(self._sql, self._checkpoint)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -260,7 +255,7 @@ class SqliteStore(Snapshots):
             )
             if ledger_body is not None:
                 self._write_ledger(ledger_body)
-            # The reports are deleted right after this commit, in steps (`purge`).
+            conn.execute("DELETE FROM reports WHERE query_id = ?", (query_id,))
             self._release_records[query_id] = record
             self._report_counts[query_id] = 0
             changes.touch(state)
@@ -305,7 +300,7 @@ class SqliteStore(Snapshots):
         stopping = False
         last_group_requests = 1
         while not stopping:
-            first = carry if carry is not None else self._next_request()
+            first = carry if carry is not None else self._queue.get()
             carry = None
             if first is _STOP:
                 break
@@ -331,7 +326,6 @@ class SqliteStore(Snapshots):
             last_group_requests = len(batch)
             self._commit_group(batch, n_reports)
         # A clean stop leaves no released query's reports in the file.
-        self._released.finish()
         # Drain whatever arrived with or after the stop request: refuse it.
         while True:
             try:
@@ -342,17 +336,6 @@ class SqliteStore(Snapshots):
                 self._resolve([(item.future, _unavailable())])
         if carry is not None:
             self._resolve([(carry.future, _unavailable())])
-
-    def _next_request(self) -> _Request | object:
-        """The next queued request; while none is queued, delete released reports."""
-        while self._released.pending():
-            wait = self._released.wait_s()
-            try:
-                return self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
-            except queue.Empty:
-                if wait <= 0:
-                    self._released.step()
-        return self._queue.get()
 
     def _drain(self, batch: list[_Request], n_reports: int) -> tuple[_Request | None, bool, int]:
         """Move queued requests into `batch` up to `max_group_reports` reports.
@@ -421,8 +404,9 @@ class SqliteStore(Snapshots):
             error = StorageFailure("internal error while storing; nothing was stored; retry")
             results = [(request.future, error) for request in batch]
         else:
-            # A release forgot its reports: delete them from the file next.
-            self._released.released(changes.forgotten)
+            if changes.forgotten:
+                # A release deleted reports: take them out of the write-ahead log file too.
+                self._checkpoint()
         self._publish(changes.touched.values())
         elapsed = time.perf_counter() - started
         if self._observer is not None:
@@ -573,9 +557,7 @@ class SqliteStore(Snapshots):
         for query_id in sorted(only) if only is not None else list(self._states):
             state = self._states[query_id]
             if state.status == QueryStatus.RELEASED:
-                # Its reports were forgotten; any still in the file are deleted next.
-                self._released.found(query_id)
-                continue
+                continue  # its reports were deleted with the release
             counts[query_id] = self._restore_log(state)
         if only is not None:
             for query_id in only:

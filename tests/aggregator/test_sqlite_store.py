@@ -21,16 +21,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aggregator.errors import AlreadyExists, FailedPrecondition, StorageFailure, Unavailable
+from aggregator.errors import AlreadyExists, StorageFailure, Unavailable
 from aggregator.model import QueryStatus, ReportIn
 from aggregator.rounds import ReportColumns
 from aggregator.store.sqlite import SqliteStore
 from tests.aggregator.store_contract import (
     N_TARGETS,
-    RR,
     SP,
     StoreContract,
-    fixed_release,
     key,
     rr_run,
     spec,
@@ -301,44 +299,3 @@ async def test_a_round_two_group_refused_for_space_leaves_its_devices_waiting(
         assert info is not None and info.completed_devices == len(round1)
     finally:
         await store.close()
-
-
-async def test_released_reports_left_by_a_crash_are_deleted_at_the_next_start(
-    tmp_path: Path,
-) -> None:
-    """A release commits at once and its reports are deleted just after; reports of a
-    released query still in the file (a crash in between) are never read back and are gone
-    once the next store has run."""
-    db = tmp_path / "purge.db"
-    store = SqliteStore(db)
-    await store.open()
-    run = rr_run(0, 40, 1)
-    try:
-        await store.create_query(spec("q", RR), 0.0)
-        await store.submit(ReportColumns.of(run))
-        await store.close_query("q")
-        await store.release("q", fixed_release)
-    finally:
-        await store.close()
-    with closing(sqlite3.connect(db)) as conn, conn:
-        assert conn.execute("SELECT COUNT(*) FROM reports").fetchone() == (0,)
-        # Put a released query's reports back, as a crash before their deletion leaves them.
-        conn.execute(
-            "INSERT INTO reports (query_id, round, n, report_ids, pseudonyms, answers) "
-            "VALUES ('q', 1, 40, ?, ?, ?)",
-            (
-                b"".join(r.report_id for r in run),
-                b"".join(r.pseudonym for r in run),
-                b"".join(r.answers for r in run),
-            ),
-        )
-    store = SqliteStore(db)
-    await store.open()
-    try:
-        assert store.stored_report_count("q") == 0
-        again = await store.submit(ReportColumns.of(run[:2]))
-        assert summary(again) == (0, 0, [(0, FailedPrecondition), (1, FailedPrecondition)])
-    finally:
-        await store.close()
-    with closing(sqlite3.connect(db)) as conn, conn:
-        assert conn.execute("SELECT COUNT(*) FROM reports").fetchone() == (0,)
