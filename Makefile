@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest bench-overload bench-tokens bench-vdaf bench-accounting pilot bench-startup bench-secure clean
+.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest bench-held bench-release bench-overload bench-tokens bench-vdaf bench-accounting pilot bench-startup bench-secure clean
 
 # The first install takes about 2 minutes: it says so, and lists each package as pip fetches
 # it (the full log goes to $(VENV)/install.log).
@@ -51,7 +51,7 @@ pilot: install
 proto: install
 	$(BIN)/python scripts/gen_proto.py
 
-bench: bench-mechanisms bench-ingest bench-vdaf bench-tokens bench-overload bench-accounting bench-startup bench-secure
+bench: bench-mechanisms bench-ingest bench-held bench-release bench-vdaf bench-tokens bench-overload bench-accounting bench-startup bench-secure
 
 bench-mechanisms: install
 	$(BIN)/python bench/mechanisms.py
@@ -64,6 +64,12 @@ bench-startup: install
 
 bench-ingest: install
 	$(BIN)/python -m bench.ingest --plot out/ingest.png
+
+bench-held: install
+	$(BIN)/python -m bench.held --reports 5000000
+
+bench-release: install
+	$(BIN)/python -m bench.release
 
 bench-tokens: install
 	$(BIN)/python -m bench.tokens

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from aggregator.model import QuerySpec, QueryStatus
-from aggregator.rounds import Accepted, QueryState
+from aggregator.rounds import Accepted, LogEntry, QueryState
 from ldpcollect.mechanisms import mechanism_from_params
 from ldpcollect.wire import REPORT_KEY_BYTES
 
@@ -116,18 +116,18 @@ class LogRow(NamedTuple):
 
     def restore(self, state: QueryState) -> None:
         """Rebuild `state`'s dedup indexes from this row (its counts are stored already)."""
-        state.restore_reports(
-            self.round,
-            split(self.report_ids, self.n, REPORT_KEY_BYTES),
-            split(self.pseudonyms, self.n, REPORT_KEY_BYTES),
-            split(self.answers, self.n, state.answer_bytes),
-        )
+        state.restore([self.entry(state)])
 
-
-def split(packed: bytes, n: int, width: int) -> list[bytes]:
-    """The `n` fixed-width entries of a packed log column."""
-    if len(packed) != n * width:
-        raise RuntimeError(
-            f"corrupt report log: a column of {n} entries of {width} bytes has {len(packed)} bytes"
-        )
-    return [packed[i : i + width] for i in range(0, n * width, width)]
+    def entry(self, state: QueryState) -> LogEntry:
+        """This row's reports, checked against the query's widths."""
+        for column, width in (
+            (self.report_ids, REPORT_KEY_BYTES),
+            (self.pseudonyms, REPORT_KEY_BYTES),
+            (self.answers, state.answer_bytes),
+        ):
+            if len(column) != self.n * width:
+                raise RuntimeError(
+                    f"corrupt report log: a column of {self.n} entries of {width} bytes has "
+                    f"{len(column)} bytes"
+                )
+        return LogEntry(self.round, self.n, self.report_ids, self.pseudonyms, self.answers)

@@ -24,8 +24,10 @@ Design
   accepted reports for, holding that group's report ids, pseudonyms and answers as packed
   fixed-width columns. The dedup indexes (report ids, devices per round, Sampling Privacy
   devices awaiting round 2) live in the writer's memory, where every report is checked
-  anyway, and are rebuilt from the log at start. SQLite keeps no per-report index: a group
-  costs one row insert, not one B-tree insert per report and unique key.
+  anyway, in compact sorted form, and are rebuilt from the log at start with one sort per
+  index. SQLite keeps no per-report index: a group costs one row insert, not one B-tree
+  insert per report and unique key. A repeated report id is compared with the report it
+  names by reading that one report back from its log row (`log_held`).
 - Reads (list, get, release, ledger) see immutable snapshots published after each commit.
 """
 
@@ -46,12 +48,20 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from aggregator import lifecycle
-from aggregator.admission import PendingChanges, admit
+from aggregator.admission import PendingChanges, admit, admit_many
 from aggregator.errors import ServiceError, StorageFailure, Unavailable
-from aggregator.model import QueryInfo, QuerySpec, Redemption, ReleaseRecord, SubmitResult
-from aggregator.rounds import QueryState, ReportColumns
+from aggregator.model import (
+    QueryInfo,
+    QuerySpec,
+    QueryStatus,
+    Redemption,
+    ReleaseRecord,
+    SubmitResult,
+)
+from aggregator.rounds import LogEntry, QueryState, ReportColumns
 from aggregator.store import spent_tokens
 from aggregator.store.base import LedgerFn, ReleaseFn
+from aggregator.store.log_held import LogHeld
 from aggregator.store.release_codec import release_from_json, release_to_json
 from aggregator.store.rows import PROGRESS_COLUMNS, LogRow, QueryRow, progress_values
 from aggregator.store.single_writer import DatabaseInUse, WriterLock
@@ -106,6 +116,7 @@ class _Request:
     run: Callable[[PendingChanges], Any]
     future: asyncio.Future[Any]
     n_reports: int = 0
+    reports: ReportColumns | None = None  # a submission: admitted with its neighbours
 
 
 _STOP = object()
@@ -148,6 +159,7 @@ class SqliteStore(Snapshots):
         self._ledger_body: str | None = None
         self._release_records: dict[str, ReleaseRecord] = {}
         self._report_counts: dict[str, int] = {}
+        self._held: dict[str, LogHeld] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -206,14 +218,14 @@ class SqliteStore(Snapshots):
         def run(changes: PendingChanges) -> SubmitResult:
             return admit(changes, self._states, reports)
 
-        result: SubmitResult = await self._enqueue(run, len(reports))
+        result: SubmitResult = await self._enqueue(run, len(reports), reports)
         return result
 
     async def create_query(self, spec: QuerySpec, created_at: float) -> QueryInfo:
         def run(changes: PendingChanges) -> QueryInfo:
             if spec.query_id in self._states:
                 raise lifecycle.duplicate_query(spec.query_id)
-            state = QueryState.new(spec, created_at)
+            state = self._attach(QueryState.new(spec, created_at))
             self._sql().execute(_INSERT_QUERY, QueryRow.of(state))
             spent_tokens.record_token_issuer(self._sql(), spec.query_id, spec.token_issuer)
             self._states[spec.query_id] = state
@@ -288,11 +300,16 @@ class SqliteStore(Snapshots):
 
     # ------------------------------------------------------------------ writer thread
 
-    async def _enqueue(self, run: Callable[[PendingChanges], Any], n_reports: int = 0) -> Any:
+    async def _enqueue(
+        self,
+        run: Callable[[PendingChanges], Any],
+        n_reports: int = 0,
+        reports: ReportColumns | None = None,
+    ) -> Any:
         if self._thread is None or self._loop is None:
             raise Unavailable("the store is not open")
         future: asyncio.Future[Any] = self._loop.create_future()
-        self._queue.put(_Request(run, future, n_reports))
+        self._queue.put(_Request(run, future, n_reports, reports))
         return await future
 
     def _state(self, query_id: str) -> QueryState:
@@ -331,6 +348,7 @@ class SqliteStore(Snapshots):
                 carry, stopping, n_reports = self._drain(batch, n_reports)
             last_group_requests = len(batch)
             self._commit_group(batch, n_reports)
+        # A clean stop leaves no released query's reports in the file.
         # Drain whatever arrived with or after the stop request: refuse it.
         while True:
             try:
@@ -370,14 +388,19 @@ class SqliteStore(Snapshots):
         ledger_before, report_counts_before = self._ledger_body, dict(self._report_counts)
         try:
             conn.execute("BEGIN IMMEDIATE")
+            submissions: list[_Request] = []
             for request in batch:
-                if request.n_reports == 0:
-                    # Admin changes see every report queued before them.
-                    self._flush(changes)
+                if request.reports is not None:
+                    submissions.append(request)
+                    continue
+                # Admin changes see every report queued before them.
+                self._admit(submissions, changes, results)
+                self._flush(changes)
                 try:
                     results.append((request.future, request.run(changes)))
                 except ServiceError as exc:
                     results.append((request.future, exc))
+            self._admit(submissions, changes, results)
             self._flush(changes)
             conn.executemany(
                 _UPDATE_PROGRESS,
@@ -413,6 +436,20 @@ class SqliteStore(Snapshots):
             self._observer.observe_commit(elapsed, len(batch), n_reports)
         self._resolve(results)
 
+    def _admit(
+        self,
+        submissions: list[_Request],
+        changes: PendingChanges,
+        results: list[tuple[asyncio.Future[Any], object]],
+    ) -> None:
+        """Admit consecutive submissions together (one step per query when all pass)."""
+        if not submissions:
+            return
+        columns = [r.reports for r in submissions if r.reports is not None]
+        decided = admit_many(changes, self._states, columns)
+        results.extend(zip((r.future for r in submissions), decided, strict=True))
+        submissions.clear()
+
     def _rollback(self) -> None:
         conn = self._sql()
         if conn.in_transaction:
@@ -437,17 +474,24 @@ class SqliteStore(Snapshots):
 
     def _flush(self, changes: PendingChanges) -> None:
         """Append the accepted reports to the log and add completed devices to the counts."""
-        rows: list[LogRow] = []
+        conn = self._sql()
         for query_id, accepted in changes.accepted.items():
             if accepted.count == 0:
                 continue
-            rows.append(LogRow.of(query_id, accepted))
-            self._states[query_id].add_completed(accepted)
+            seq = conn.execute(_INSERT_LOG, LogRow.of(query_id, accepted)).lastrowid
+            assert seq is not None
+            state = self._states[query_id]
+            self._held[query_id].written(seq)
+            state.add_completed(accepted)
             self._report_counts[query_id] = self._report_counts.get(query_id, 0) + accepted.count
             changes.report_count += accepted.count
-        if rows:
-            self._sql().executemany(_INSERT_LOG, rows)
         changes.accepted.clear()
+
+    def _attach(self, state: QueryState) -> QueryState:
+        """Let `state` find its held reports in the log rather than keep them in memory."""
+        held = LogHeld(state.answer_bytes, self._sql)
+        state.held = self._held[state.spec.query_id] = held
+        return state
 
     def _publish(self, states: Iterable[QueryState]) -> None:
         self.publish(states, self._release_records, self._ledger_body, self._report_counts)
@@ -497,6 +541,25 @@ class SqliteStore(Snapshots):
             raise
         log.info("converted %s to the report log layout", self._path)
 
+    def _restore_log(self, state: QueryState) -> int:
+        """Rebuild `state`'s dedup indexes from its report log rows; returns the reports."""
+        # Answers are read only where restoring needs them: SP's waiting round-1 answers.
+        answers = "answers" if state.keeps_round1_answers else "NULL"
+        held = self._held[state.spec.query_id]
+        entries: list[LogEntry] = []
+        for seq, round_, n, report_ids, pseudonyms, packed in self._sql().execute(
+            f"SELECT seq, round, n, report_ids, pseudonyms, {answers} FROM reports "
+            "WHERE query_id = ? ORDER BY seq",
+            (state.spec.query_id,),
+        ):
+            row = LogRow(state.spec.query_id, round_, n, report_ids, pseudonyms, packed or b"")
+            if packed is None:
+                row = row._replace(answers=b"\0" * (n * state.answer_bytes))
+            entries.append(row.entry(state))
+            held.restored(seq, n)
+        state.restore(entries, hold=False)
+        return sum(e.n for e in entries)
+
     def _load(self, only: set[str] | None = None) -> None:
         """(Re)build the writer-owned state from the committed file: all of it, or the
         queries in `only` (their rows and report log)."""
@@ -512,18 +575,17 @@ class SqliteStore(Snapshots):
             f"SELECT {', '.join(QueryRow._fields)} FROM queries{where}", args
         ):
             row = QueryRow(*values)
-            self._states[row.query_id] = row.to_state()
+            self._states[row.query_id] = self._attach(row.to_state())
         for query_id, issuer in spent_tokens.token_issuers(conn).items():
             if query_id in self._states and (only is None or query_id in only):
                 state = self._states[query_id]
                 state.spec = replace(state.spec, token_issuer=issuer)
         counts: dict[str, int] = {}
-        for values in conn.execute(
-            f"SELECT {', '.join(LogRow._fields)} FROM reports{where} ORDER BY seq", args
-        ):
-            log_row = LogRow(*values)
-            log_row.restore(self._states[log_row.query_id])
-            counts[log_row.query_id] = counts.get(log_row.query_id, 0) + log_row.n
+        for query_id in sorted(only) if only is not None else list(self._states):
+            state = self._states[query_id]
+            if state.status == QueryStatus.RELEASED:
+                continue  # its reports were deleted with the release
+            counts[query_id] = self._restore_log(state)
         if only is not None:
             for query_id in only:
                 self._report_counts[query_id] = counts.get(query_id, 0)
