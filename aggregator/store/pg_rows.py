@@ -1,0 +1,188 @@
+"""How the PostgreSQL store reads and writes its rows: one statement per step, bulk where a
+step touches many rows (unnest of arrays: one round trip for a whole group of reports)."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from aggregator.model import QueryStatus, ReleaseRecord
+from aggregator.rounds import Accepted, QueryState
+from aggregator.store.release_codec import release_from_json
+from aggregator.store.rows import SPEC_COLUMNS, spec_of, spec_values
+from ldpcollect.wire import REPORT_KEY_BYTES
+
+Conn = Any  # psycopg.AsyncConnection[tuple[Any, ...]]
+
+# Counter shards per query: a writer picks one at random, a reader sums them all.
+SHARDS = 16
+
+QUERY_COLUMNS = (*SPEC_COLUMNS, "created_at", "status", "current_round")
+_SELECT_QUERIES = f"SELECT {', '.join(QUERY_COLUMNS)} FROM queries"
+INSERT_QUERY = (
+    f"INSERT INTO queries ({', '.join(QUERY_COLUMNS)}) "
+    f"VALUES ({', '.join(['%s'] * len(QUERY_COLUMNS))}) ON CONFLICT DO NOTHING"
+)
+_INSERT_REPORTS = (
+    "INSERT INTO reports (query_id, report_id, pseudonym, round, answers) "
+    "SELECT %s, r, p, %s, a FROM unnest(%s::bytea[], %s::bytea[], %s::bytea[]) AS u(r, p, a) "
+    "ON CONFLICT DO NOTHING"
+)
+_ADD_TARGET_COUNTS = (
+    "INSERT INTO target_counts (query_id, round, target, ord, n) "
+    "SELECT %s, r, t, %s, n FROM unnest(%s::smallint[], %s::integer[], %s::bigint[]) "
+    "AS u(r, t, n) "
+    "ON CONFLICT (query_id, round, target, ord) DO UPDATE SET n = target_counts.n + EXCLUDED.n"
+)
+_ADD_PROGRESS = (
+    "INSERT INTO progress_counts (query_id, ord, round1_reports, round2_reports, completed) "
+    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (query_id, ord) DO UPDATE SET "
+    "round1_reports = progress_counts.round1_reports + EXCLUDED.round1_reports, "
+    "round2_reports = progress_counts.round2_reports + EXCLUDED.round2_reports, "
+    "completed = progress_counts.completed + EXCLUDED.completed"
+)
+
+
+def query_values(state: QueryState) -> tuple[Any, ...]:
+    return (*spec_values(state.spec), state.created_at, int(state.status), state.current_round)
+
+
+def bare_state(row: tuple[Any, ...]) -> QueryState:
+    """A query's state from its `queries` row: zero counts, no reports."""
+    n = len(SPEC_COLUMNS)
+    state = QueryState.new(spec_of(*row[:n]), float(row[n]))
+    state.status = QueryStatus(row[n + 1])
+    state.current_round = int(row[n + 2])
+    return state
+
+
+async def locked_states(conn: Conn, query_ids: list[str], lock: str) -> dict[str, QueryState]:
+    """The bare states of those of `query_ids` that exist, their rows locked with `lock`
+    (e.g. "FOR KEY SHARE" while reports are admitted, "FOR UPDATE" for a lifecycle change),
+    in query id order so that transactions never wait on each other in a circle."""
+    cursor = await conn.execute(
+        f"{_SELECT_QUERIES} WHERE query_id = ANY(%s) ORDER BY query_id {lock}", (query_ids,)
+    )
+    return {row[0]: bare_state(row) for row in await cursor.fetchall()}
+
+
+async def restore_known(
+    conn: Conn, state: QueryState, report_ids: list[bytes], pseudonyms: list[bytes]
+) -> None:
+    """Give `state` the stored reports that the rules can consult for these ids and devices:
+    the same answers as from the whole table, at the cost of two index lookups."""
+    cursor = await conn.execute(
+        "SELECT round, report_id, pseudonym, answers FROM reports WHERE query_id = %s "
+        "AND (report_id = ANY(%s) OR pseudonym = ANY(%s))",
+        (state.spec.query_id, report_ids, pseudonyms),
+    )
+    by_round: dict[int, tuple[list[bytes], list[bytes], list[bytes]]] = defaultdict(
+        lambda: ([], [], [])
+    )
+    for round_, report_id, pseudonym, answers in await cursor.fetchall():
+        ids, devices, all_answers = by_round[int(round_)]
+        ids.append(bytes(report_id))
+        devices.append(bytes(pseudonym))
+        all_answers.append(bytes(answers))
+    for round_ in sorted(by_round):
+        state.restore_reports(round_, *by_round[round_])
+
+
+def _split(parts: list[bytes], width: int) -> list[bytes]:
+    packed = b"".join(parts)
+    return [packed[i : i + width] for i in range(0, len(packed), width)]
+
+
+async def insert_accepted(conn: Conn, state: QueryState, accepted: Accepted) -> int:
+    """Insert the accepted reports; returns how many rows were new (fewer means another
+    replica committed one of them first: the caller retries the whole transaction)."""
+    cursor = await conn.execute(
+        _INSERT_REPORTS,
+        (
+            state.spec.query_id,
+            accepted.round,
+            _split(accepted.report_ids, REPORT_KEY_BYTES),
+            _split(accepted.pseudonyms, REPORT_KEY_BYTES),
+            _split(accepted.answers, state.answer_bytes),
+        ),
+    )
+    return int(cursor.rowcount)
+
+
+async def add_counts(conn: Conn, state: QueryState, shard: int | None = None) -> None:
+    """Add `state`'s counts and progress (deltas: it started from zero) to one shard, by
+    default a random one."""
+    query_id = state.spec.query_id
+    shard = random.randrange(SHARDS) if shard is None else shard
+    rounds, targets = np.nonzero(state.counts)
+    if len(rounds):
+        await conn.execute(
+            _ADD_TARGET_COUNTS,
+            (
+                query_id,
+                shard,
+                (rounds + 1).tolist(),
+                targets.tolist(),
+                state.counts[rounds, targets].tolist(),
+            ),
+        )
+    per_round = [*state.reports_per_round, 0][:2]
+    await conn.execute(
+        _ADD_PROGRESS, (query_id, shard, per_round[0], per_round[1], state.completed_devices)
+    )
+
+
+async def add_totals(conn: Conn, states: dict[str, QueryState]) -> None:
+    """Set the bare `states`' counts and progress to the sums over every shard."""
+    if not states:
+        return
+    ids = list(states)
+    cursor = await conn.execute(
+        "SELECT query_id, round, target, sum(n) FROM target_counts WHERE query_id = ANY(%s) "
+        "GROUP BY query_id, round, target",
+        (ids,),
+    )
+    for query_id, round_, target, n in await cursor.fetchall():
+        states[query_id].counts[int(round_) - 1, int(target)] = int(n)
+    cursor = await conn.execute(
+        "SELECT query_id, sum(round1_reports), sum(round2_reports), sum(completed) "
+        "FROM progress_counts WHERE query_id = ANY(%s) GROUP BY query_id",
+        (ids,),
+    )
+    for query_id, round1, round2, completed in await cursor.fetchall():
+        state = states[query_id]
+        state.reports_per_round = [int(round1), int(round2)][: state.rounds]
+        state.completed_devices = int(completed)
+
+
+async def merge_shards(conn: Conn, state: QueryState) -> None:
+    """Replace a released query's counter shards by one row each (ord 0) holding `state`'s
+    totals (the sums over every shard)."""
+    query_id = state.spec.query_id
+    await conn.execute("DELETE FROM target_counts WHERE query_id = %s", (query_id,))
+    await conn.execute("DELETE FROM progress_counts WHERE query_id = %s", (query_id,))
+    await add_counts(conn, state, shard=0)
+
+
+async def all_states(conn: Conn) -> dict[str, QueryState]:
+    cursor = await conn.execute(_SELECT_QUERIES)
+    states = {row[0]: bare_state(row) for row in await cursor.fetchall()}
+    await add_totals(conn, states)
+    return states
+
+
+async def new_releases(conn: Conn, known: list[str]) -> dict[str, ReleaseRecord]:
+    """The stored releases other than `known` ones (a release never changes once written)."""
+    cursor = await conn.execute(
+        "SELECT query_id, body FROM releases WHERE NOT (query_id = ANY(%s))", (known,)
+    )
+    return {query_id: release_from_json(body) for query_id, body in await cursor.fetchall()}
+
+
+async def ledger_body(conn: Conn, lock: str = "") -> str | None:
+    cursor = await conn.execute(f"SELECT body FROM ledger WHERE id = 1 {lock}")
+    row = await cursor.fetchone()
+    return None if row is None or row[0] is None else str(row[0])
