@@ -42,6 +42,19 @@ class AggregatorConfig:
     tls_client_ca: str | Path | None = None
     # Server reflection lists the Collector (and health); True lists the Admin service too.
     reflection_admin: bool = False
+    # A PostgreSQL URL (postgresql://USER@HOST:PORT/DB) to share with other replicas instead
+    # of the SQLite file `db_path`; `store_pool_size` connections per replica.
+    store_url: str | None = None
+    store_pool_size: int = 4
+
+    @property
+    def store_name(self) -> str:
+        """Where the state lives, for logs and the ready line (no password)."""
+        if self.store_url is None:
+            return str(self.db_path)
+        from aggregator.store.postgres import shown_url
+
+        return shown_url(self.store_url)
 
     @property
     def tls(self) -> bool:

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import typer
 
-from ldpcollect_cli import loadtest_command, privacy, service, simulate, vdaf_command
+from ldpcollect_cli import (
+    loadtest_command,
+    privacy,
+    service,
+    simulate,
+    store_command,
+    vdaf_command,
+)
 
 app = typer.Typer(
     name="ldpcollect",
@@ -18,7 +25,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (simulate, privacy, service, loadtest_command, vdaf_command):
+for module in (simulate, privacy, service, store_command, loadtest_command, vdaf_command):
     module.register(app)
 
 

@@ -120,6 +120,16 @@ def serve(
             "only the Collector and health).",
         ),
     ] = False,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            envvar="LDPCOLLECT_STORE",
+            help="postgresql://USER@HOST:PORT/DB: keep the state in PostgreSQL, shared by any "
+            "number of replicas (instead of the SQLite file --db); the schema is created or "
+            "migrated at start (or ahead: `ldpcollect store migrate`).",
+        ),
+    ] = None,
 ) -> None:
     """Run the aggregator (gRPC Collector + Admin) until SIGINT/SIGTERM. Plaintext unless
     --tls-cert/--tls-key are given (a warning says so when listening beyond loopback)."""
@@ -137,6 +147,7 @@ def serve(
         max_streams,
         stream_idle_timeout,
         reflection,
+        store,
     )
     guarded(lambda: serve_blocking(settings))
 

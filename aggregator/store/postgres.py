@@ -63,10 +63,6 @@ class _Raced(Exception):
     """Another transaction committed a conflicting row first: run this one again."""
 
 
-def is_postgres_url(text: str) -> bool:
-    return text.startswith(("postgresql://", "postgres://"))
-
-
 def shown_url(url: str) -> str:
     """The URL without its password, for messages and logs."""
     return re.sub(r"(//[^:/@]+):[^@/]*@", r"\1:***@", url)
