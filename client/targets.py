@@ -39,14 +39,19 @@ def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 
 
 def _resolve(host: str, port: int) -> list[str]:
-    """The IP addresses of `host` (a literal resolves to itself)."""
+    """The IP addresses of `host` (a literal resolves to itself): its IPv4 addresses, or its
+    IPv6 ones when it has none (one channel list holds one family)."""
     if _ip(host) is not None:
         return [host]
-    try:
-        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise ParameterError("--server", host, "a resolvable host name", str(exc)) from None
-    return list(dict.fromkeys(str(info[4][0]) for info in found))
+    error = ""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            found = socket.getaddrinfo(host, port, family=family, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            error = str(exc)
+            continue
+        return list(dict.fromkeys(str(info[4][0]) for info in found))
+    raise ParameterError("--server", host, "a resolvable host name", error)
 
 
 def channel_target(server: str) -> tuple[str, list[tuple[str, str]]]:

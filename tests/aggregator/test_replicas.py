@@ -10,6 +10,7 @@ counted once, and a release requested on two replicas at once is charged once.
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 import sys
@@ -188,3 +189,33 @@ def test_a_replica_refuses_to_start_on_an_unreachable_database(tmp_path: Path) -
     )
     assert done.returncode == 1
     assert "cannot use the PostgreSQL database postgresql://nobody@127.0.0.1:1/none" in done.stderr
+
+
+def test_the_fleet_command_answers_both_rounds_through_three_replicas(
+    replicas: tuple[str, list[str], list[subprocess.Popen[str]]],
+) -> None:
+    _, addresses, _ = replicas
+    server = ",".join(addresses)
+    run_cli(
+        TOKEN, "query", "create", "--id", "sp", "--mechanism", "sp", "--sampling-rate", "0.5",
+        "--bbox", "48.85,2.28,48.87,2.31", "--scheme", "h3:8", server=server,
+    )  # fmt: skip
+    asyncio.run(_seen_everywhere(addresses, "sp"))
+    run = ("fleet", "run", "--query", "sp", "--devices", "600", "--advance", "--no-progress")
+    done = json.loads(run_cli(TOKEN, *run, "--json", server=server).stdout)
+    assert [r["accepted"] for r in done["rounds"]] == [600, 600]
+    # Every replica's snapshot comes to show all of them (another replica's reports arrive
+    # with its next refresh).
+    for address in addresses:
+        assert asyncio.run(_completed_devices(address, "sp", until=600)) == 600
+
+
+async def _completed_devices(address: str, query_id: str, until: int) -> int:
+    async with open_aio_channel(address) as channel:
+        stub = pb_grpc.CollectorStub(channel)
+        for _ in range(300):
+            query = await stub.GetQuery(pb.GetQueryRequest(query_id=query_id))
+            if query.completed_devices >= until:
+                break
+            await asyncio.sleep(0.02)
+        return int(query.completed_devices)
