@@ -13,7 +13,6 @@ from aggregator.model import QueryStatus, ReleaseRecord
 from aggregator.rounds import Accepted, QueryState
 from aggregator.store.release_codec import release_from_json
 from aggregator.store.rows import SPEC_COLUMNS, spec_of, spec_values
-from ldpcollect.wire import REPORT_KEY_BYTES
 
 Conn = Any  # psycopg.AsyncConnection[tuple[Any, ...]]
 
@@ -26,9 +25,13 @@ INSERT_QUERY = (
     f"INSERT INTO queries ({', '.join(QUERY_COLUMNS)}) "
     f"VALUES ({', '.join(['%s'] * len(QUERY_COLUMNS))}) ON CONFLICT DO NOTHING"
 )
+# The accepted reports of one group as three packed columns (fixed-width entries back to
+# back), split by the database: one bytea parameter each instead of an array of n values.
 _INSERT_REPORTS = (
     "INSERT INTO reports (query_id, report_id, pseudonym, round, answers) "
-    "SELECT %s, r, p, %s, a FROM unnest(%s::bytea[], %s::bytea[], %s::bytea[]) AS u(r, p, a) "
+    "SELECT %(query)s, substr(%(ids)b, i * 16 + 1, 16), substr(%(devices)b, i * 16 + 1, 16), "
+    "%(round)s, substr(%(answers)b, i * %(width)s + 1, %(width)s) "
+    "FROM generate_series(0, %(n)s - 1) AS i "
     "ON CONFLICT DO NOTHING"
 )
 _ADD_TARGET_COUNTS = (
@@ -91,23 +94,20 @@ async def restore_known(
         state.restore_reports(round_, *by_round[round_])
 
 
-def _split(parts: list[bytes], width: int) -> list[bytes]:
-    packed = b"".join(parts)
-    return [packed[i : i + width] for i in range(0, len(packed), width)]
-
-
 async def insert_accepted(conn: Conn, state: QueryState, accepted: Accepted) -> int:
-    """Insert the accepted reports; returns how many rows were new (fewer means another
-    replica committed one of them first: the caller retries the whole transaction)."""
+    """Insert the accepted reports; returns how many rows were new (fewer means one was
+    stored already, e.g. by another replica a moment ago)."""
     cursor = await conn.execute(
         _INSERT_REPORTS,
-        (
-            state.spec.query_id,
-            accepted.round,
-            _split(accepted.report_ids, REPORT_KEY_BYTES),
-            _split(accepted.pseudonyms, REPORT_KEY_BYTES),
-            _split(accepted.answers, state.answer_bytes),
-        ),
+        {
+            "query": state.spec.query_id,
+            "ids": b"".join(accepted.report_ids),
+            "devices": b"".join(accepted.pseudonyms),
+            "round": accepted.round,
+            "answers": b"".join(accepted.answers),
+            "width": state.answer_bytes,
+            "n": accepted.count,
+        },
     )
     return int(cursor.rowcount)
 

@@ -55,6 +55,13 @@ Conn = Any  # psycopg.AsyncConnection[tuple[Any, ...]]
 _ATTEMPTS = 8
 
 
+def _needs_no_history(state: QueryState) -> bool:
+    """Whether, when every report of a group is accepted knowing no stored report and every
+    insert is new, that is also the outcome knowing all of them: true unless the group is a
+    second round (its reports need their devices' first-round answers)."""
+    return state.current_round == 1
+
+
 class CommitObserver(Protocol):
     def observe_commit(self, seconds: float, requests: int, reports: int) -> None: ...
 
@@ -167,16 +174,35 @@ class PostgresStore(Snapshots):
     async def _admit(
         self, conn: Conn, reports: ReportColumns
     ) -> tuple[SubmitResult, list[QueryState]]:
-        query_ids = reports.query_ids
-        states = await pg_rows.locked_states(conn, sorted(set(query_ids)), "FOR KEY SHARE")
+        """Admit `reports` in this transaction: optimistically first, knowing no stored report
+        (a new group's usual case: one INSERT), else knowing the stored ones they concern."""
+        query_ids = sorted(set(reports.query_ids))
+        states = await pg_rows.locked_states(conn, query_ids, "FOR KEY SHARE")
+        if len(states) == 1 and _needs_no_history(next(iter(states.values()))):
+            try:
+                async with conn.transaction():  # a savepoint: undone unless all were new
+                    admitted = await self._admit_knowing(conn, states, reports)
+                    if admitted[0].accepted != len(reports):
+                        raise _Raced
+                return admitted
+            except _Raced:
+                pass
+            states = await pg_rows.locked_states(conn, query_ids, "FOR KEY SHARE")
         for query_id, state in states.items():
-            mine = [i for i, q in enumerate(query_ids) if q == query_id]
+            mine = [i for i, q in enumerate(reports.query_ids) if q == query_id]
             await pg_rows.restore_known(
                 conn,
                 state,
                 [reports.report_ids[i] for i in mine],
                 [reports.pseudonyms[i] for i in mine],
             )
+        return await self._admit_knowing(conn, states, reports)
+
+    async def _admit_knowing(
+        self, conn: Conn, states: dict[str, QueryState], reports: ReportColumns
+    ) -> tuple[SubmitResult, list[QueryState]]:
+        """Apply the rules to `states` (holding the stored reports they know of) and insert
+        what they accept; `_Raced` when a report they did not know was stored already."""
         changes = PendingChanges()
         result = admit(changes, states, reports)
         deltas: list[QueryState] = []
