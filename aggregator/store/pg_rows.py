@@ -19,6 +19,8 @@ Conn = Any  # psycopg.AsyncConnection[tuple[Any, ...]]
 # Counter shards per query: a writer picks one at random, a reader sums them all.
 SHARDS = 16
 
+# A query's number (the reports' key) from its id, evaluated once per statement.
+QUERY_NO = "(SELECT query_no FROM queries WHERE query_id = {})"
 QUERY_COLUMNS = (*SPEC_COLUMNS, "created_at", "status", "current_round")
 _SELECT_QUERIES = f"SELECT {', '.join(QUERY_COLUMNS)} FROM queries"
 INSERT_QUERY = (
@@ -28,11 +30,11 @@ INSERT_QUERY = (
 # The accepted reports of one group as three packed columns (fixed-width entries back to
 # back), split by the database: one bytea parameter each instead of an array of n values.
 _INSERT_REPORTS = (
-    "INSERT INTO reports (query_id, report_id, pseudonym, round, answers) "
-    "SELECT %(query)s, substr(%(ids)b, i * 16 + 1, 16), substr(%(devices)b, i * 16 + 1, 16), "
+    "INSERT INTO reports (query_no, report_id, pseudonym, round, answers) "
+    f"SELECT {QUERY_NO.format('%(query)s')}, substr(%(ids)b, i * 16 + 1, 16), "
+    "substr(%(devices)b, i * 16 + 1, 16), "
     "%(round)s, substr(%(answers)b, i * %(width)s + 1, %(width)s) "
-    "FROM generate_series(0, %(n)s - 1) AS i "
-    "ON CONFLICT DO NOTHING"
+    "FROM generate_series(0, %(n)s - 1) AS i"
 )
 _ADD_TARGET_COUNTS = (
     "INSERT INTO target_counts (query_id, round, target, ord, n) "
@@ -78,7 +80,8 @@ async def restore_known(
     """Give `state` the stored reports that the rules can consult for these ids and devices:
     the same answers as from the whole table, at the cost of two index lookups."""
     cursor = await conn.execute(
-        "SELECT round, report_id, pseudonym, answers FROM reports WHERE query_id = %s "
+        "SELECT round, report_id, pseudonym, answers FROM reports "
+        f"WHERE query_no = {QUERY_NO.format('%s')} "
         "AND (report_id = ANY(%s) OR pseudonym = ANY(%s))",
         (state.spec.query_id, report_ids, pseudonyms),
     )
@@ -94,11 +97,14 @@ async def restore_known(
         state.restore_reports(round_, *by_round[round_])
 
 
-async def insert_accepted(conn: Conn, state: QueryState, accepted: Accepted) -> int:
+async def insert_accepted(
+    conn: Conn, state: QueryState, accepted: Accepted, *, skip_conflicts: bool = True
+) -> int:
     """Insert the accepted reports; returns how many rows were new (fewer means one was
-    stored already, e.g. by another replica a moment ago)."""
+    stored already, e.g. by another replica a moment ago). Without `skip_conflicts` such a
+    report raises UniqueViolation instead (a plain INSERT: no arbiter check per row)."""
     cursor = await conn.execute(
-        _INSERT_REPORTS,
+        _INSERT_REPORTS + (" ON CONFLICT DO NOTHING" if skip_conflicts else ""),
         {
             "query": state.spec.query_id,
             "ids": b"".join(accepted.report_ids),

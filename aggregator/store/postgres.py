@@ -181,11 +181,11 @@ class PostgresStore(Snapshots):
         if len(states) == 1 and _needs_no_history(next(iter(states.values()))):
             try:
                 async with conn.transaction():  # a savepoint: undone unless all were new
-                    admitted = await self._admit_knowing(conn, states, reports)
+                    admitted = await self._admit_knowing(conn, states, reports, optimistic=True)
                     if admitted[0].accepted != len(reports):
                         raise _Raced
                 return admitted
-            except _Raced:
+            except (_Raced, pg_errors.UniqueViolation):
                 pass
             states = await pg_rows.locked_states(conn, query_ids, "FOR KEY SHARE")
         for query_id, state in states.items():
@@ -199,10 +199,15 @@ class PostgresStore(Snapshots):
         return await self._admit_knowing(conn, states, reports)
 
     async def _admit_knowing(
-        self, conn: Conn, states: dict[str, QueryState], reports: ReportColumns
+        self,
+        conn: Conn,
+        states: dict[str, QueryState],
+        reports: ReportColumns,
+        optimistic: bool = False,
     ) -> tuple[SubmitResult, list[QueryState]]:
         """Apply the rules to `states` (holding the stored reports they know of) and insert
-        what they accept; `_Raced` when a report they did not know was stored already."""
+        what they accept; `_Raced` (`optimistic`: UniqueViolation) when a report they did not
+        know was stored already."""
         changes = PendingChanges()
         result = admit(changes, states, reports)
         deltas: list[QueryState] = []
@@ -210,7 +215,10 @@ class PostgresStore(Snapshots):
             if accepted.count == 0:
                 continue
             state = states[query_id]  # its progress and counts start at zero: deltas
-            if await pg_rows.insert_accepted(conn, state, accepted) != accepted.count:
+            inserted = await pg_rows.insert_accepted(
+                conn, state, accepted, skip_conflicts=not optimistic
+            )
+            if inserted != accepted.count:
                 raise _Raced
             state.add_completed(accepted)
             await pg_rows.add_counts(conn, state)
@@ -265,7 +273,10 @@ class PostgresStore(Snapshots):
             )
             if ledger_after is not None:
                 await conn.execute("UPDATE ledger SET body = %s WHERE id = 1", (ledger_after,))
-            await conn.execute("DELETE FROM reports WHERE query_id = %s", (query_id,))
+            await conn.execute(
+                f"DELETE FROM reports WHERE query_no = {pg_rows.QUERY_NO.format('%s')}",
+                (query_id,),
+            )
             await pg_rows.merge_shards(conn, state)
             lifecycle.mark_released(state)
             await self._set_status(conn, state)

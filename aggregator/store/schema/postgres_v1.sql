@@ -13,19 +13,21 @@ CREATE TABLE queries (
     noise_sigma       text,                      -- fraction text; NULL = no release noise
     created_at        double precision NOT NULL,
     status            smallint NOT NULL,         -- 1 open, 2 closed, 3 released
-    current_round     smallint NOT NULL
+    current_round     smallint NOT NULL,
+    query_no          integer GENERATED ALWAYS AS IDENTITY UNIQUE  -- the reports' short key
 );
 
 -- Individual reports until the release deletes them. The two unique keys are the
 -- exactly-once rules across replicas: one report per id, one report per device and round.
+-- (`query_no` rather than the query id text: smaller rows and index entries.)
 CREATE TABLE reports (
-    query_id  text NOT NULL,
+    query_no  integer NOT NULL,
     report_id bytea NOT NULL,
     pseudonym bytea NOT NULL,
     round     smallint NOT NULL,
     answers   bytea NOT NULL,
-    PRIMARY KEY (query_id, report_id),
-    UNIQUE (query_id, pseudonym, round)
+    PRIMARY KEY (query_no, report_id),
+    UNIQUE (query_no, pseudonym, round)
 );
 
 -- Per-target Yes counts over devices that completed every round, split into shards by `ord`
