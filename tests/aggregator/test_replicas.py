@@ -210,6 +210,17 @@ def test_the_fleet_command_answers_both_rounds_through_three_replicas(
         assert asyncio.run(_completed_devices(address, "sp", until=600)) == 600
 
 
+async def _reports_in_round_1(address: str, query_id: str, until: int) -> int:
+    async with open_aio_channel(address) as channel:
+        stub = pb_grpc.CollectorStub(channel)
+        for _ in range(300):
+            query = await stub.GetQuery(pb.GetQueryRequest(query_id=query_id))
+            if query.reports_per_round[0] >= until:
+                break
+            await asyncio.sleep(0.02)
+        return int(query.reports_per_round[0])
+
+
 async def _completed_devices(address: str, query_id: str, until: int) -> int:
     async with open_aio_channel(address) as channel:
         stub = pb_grpc.CollectorStub(channel)
@@ -219,3 +230,28 @@ async def _completed_devices(address: str, query_id: str, until: int) -> int:
                 break
             await asyncio.sleep(0.02)
         return int(query.completed_devices)
+
+
+def test_the_load_test_through_three_replicas_finds_every_report_counted(
+    replicas: tuple[str, list[str], list[subprocess.Popen[str]]],
+) -> None:
+    _, addresses, _ = replicas
+    server = ",".join(addresses)
+    run_cli(
+        TOKEN, "query", "create", "--id", "load", "--mechanism", "rr", "--flip1", "0.85",
+        "--flip2", "0.3", "--targets", "1,2,3,4,5,6,7,8,9,10", server=server,
+    )  # fmt: skip
+    asyncio.run(_seen_everywhere(addresses, "load"))
+    done = run_cli(
+        TOKEN, "loadtest", "--server", server, "--query", "load", "--mode", "batch",
+        "--batch-size", "50", "--rate", "0", "--duration", "5", "--max-requests", "300",
+        "--json",
+    )  # fmt: skip
+    result = json.loads(done.stdout)
+    check = result["count_check"]
+    assert check["ok"] is True and check["message"].startswith("OK: "), check
+    # Once every replica has caught up, each shows everything that was accepted.
+    total = result["reports"]["accepted"]
+    assert total == 300 * 50
+    for address in addresses:
+        assert asyncio.run(_reports_in_round_1(address, "load", until=total)) == total
