@@ -80,7 +80,7 @@ bench-overload: install
 # SQLite next to PostgreSQL (one and two replicas) on the machine's PostgreSQL at
 # 127.0.0.1:5432 (a database made for the run and dropped after; --postgres URL for another).
 bench-stores: install
-	$(BIN)/python -m bench.stores
+	$(BIN)/python -m bench.stores --plot out/stores.png
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

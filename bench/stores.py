@@ -6,10 +6,12 @@ pre-built reports (a fresh query each, `--targets` answer bits) in SubmitBatch m
 this process (through one round_robin channel over the replicas). Printed per configuration:
 reports/s, RPC latency p50/p99, the ratio to SQLite, and CPU time per report of the serving
 processes (replica side) and of every PostgreSQL server process (database side), read from
-/proc before and after. Afterwards each configuration's count must equal what it
-acknowledged (nothing acknowledged is lost).
+/proc before and after. Each configuration runs `--repeat` times, interleaved, and the
+median run is shown (the machine's load drifts between runs). Afterwards each
+configuration's count must equal what it acknowledged (nothing acknowledged is lost).
 
-    python -m bench.stores [--reports 100000] [--targets 100] [--postgres URL] [--json]
+    python -m bench.stores [--reports 100000] [--targets 100] [--repeat 3] [--postgres URL]
+                           [--json] [--plot FILE.png]
 
 `--postgres` is a server URL without a database (default postgresql://postgres@127.0.0.1:5432);
 a database is created for the run and dropped afterwards.
@@ -112,9 +114,14 @@ async def settled_count(target: str, query_id: str, expected: int) -> int:
 
 
 async def run_one(
-    name: str, commands: list[list[str]], ports: list[int], args: argparse.Namespace, seed: int
+    name: str,
+    commands: list[list[str]],
+    ports: list[int],
+    args: argparse.Namespace,
+    seed: int,
+    tag: int = 0,
 ) -> Measured:
-    query_id = f"bench-{name}-{len(ports)}"
+    query_id = f"bench-{name}-{len(ports)}-{tag}"
     reports = build_reports(query_id, args.targets, args.reports, seed=seed)
     with ExitStack() as stack:
         addresses = [
@@ -164,27 +171,62 @@ def _children_serving(ports: list[int]) -> list[int]:
 
 
 async def run(args: argparse.Namespace) -> list[Measured]:
-    results = []
-    with tempfile.TemporaryDirectory() as tmp:
-        port = free_port()
-        sqlite = serve_command(port, "--db", str(Path(tmp) / "bench.db"))
-        results.append(await run_one("sqlite", [sqlite], [port], args, seed=1))
+    """Every configuration `--repeat` times, interleaved (the machine's load drifts); the
+    median run of each by reports/s."""
+    runs: dict[tuple[str, int], list[Measured]] = {}
     name = f"ldpc_bench_{secrets.token_hex(4)}"
     server = args.postgres.rstrip("/")
     with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:
         url = f"{server}/{name}"
-        for n in (1, 2):
-            ports = [free_port() for _ in range(n)]
-            commands = [serve_command(p, "--store", url) for p in ports]
-            results.append(await run_one("postgresql", commands, ports, args, seed=1 + n))
+        for attempt in range(args.repeat):
+            with tempfile.TemporaryDirectory() as tmp:
+                port = free_port()
+                sqlite = serve_command(port, "--db", str(Path(tmp) / "bench.db"))
+                measured = await run_one("sqlite", [sqlite], [port], args, seed=10 * attempt)
+                runs.setdefault(("sqlite", 1), []).append(measured)
+            for n in (1, 2):
+                ports = [free_port() for _ in range(n)]
+                commands = [serve_command(p, "--store", url) for p in ports]
+                measured = await run_one(
+                    "postgresql", commands, ports, args, seed=10 * attempt + n, tag=attempt
+                )
+                runs.setdefault(("postgresql", n), []).append(measured)
     finally:
         with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
-    return results
+    return [median_run(r) for r in runs.values()]
+
+
+def median_run(runs: list[Measured]) -> Measured:
+    return sorted(runs, key=lambda m: m.load.reports_per_second)[len(runs) // 2]
+
+
+def plot(rows: list[dict[str, object]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r['store']}\n{r['replicas']} replica(s)" for r in rows]
+    fig, (rate, cost) = plt.subplots(1, 2, figsize=(10, 4))
+    rate.bar(labels, [float(str(r["reports_per_second"])) for r in rows], color="tab:blue")
+    rate.set_ylabel("reports acknowledged per second")
+    rate.set_title("Throughput, same batch workload, same run")
+    replica = [float(str(r["replica_cpu_us_per_report"])) for r in rows]
+    database = [float(str(r["database_cpu_us_per_report"])) for r in rows]
+    cost.bar(labels, replica, label="replica process(es)")
+    cost.bar(labels, database, bottom=replica, label="PostgreSQL server")
+    cost.set_ylabel("CPU µs per report")
+    cost.set_title("Where each report's CPU goes")
+    cost.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main() -> None:
@@ -196,17 +238,25 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16, help="RPCs in flight")
     parser.add_argument("--chunk", type=int, default=500, help="reports per SubmitBatch")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per store (median shown)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--plot", type=Path, help="also draw throughput and cost to this PNG")
     args = parser.parse_args()
     results = asyncio.run(run(args))
     baseline = results[0].load.reports_per_second
     rows = [r.to_json(baseline) for r in results]
+    if args.plot:
+        plot(rows, args.plot)
     if args.json:
         print(json.dumps({"targets": args.targets, "reports": args.reports,
                           "chunk": args.chunk, "concurrency": args.concurrency,
+                          "repeat": args.repeat,
                           "cores": os.cpu_count(), "results": rows}, indent=2))  # fmt: skip
         return
-    table = Table(title=f"Stores, batch of {args.chunk}, {args.targets} targets, same run")
+    table = Table(
+        title=f"Stores, batch of {args.chunk}, {args.targets} targets, same run "
+        f"(median of {args.repeat})"
+    )
     columns = ("store", "replicas", "reports/s", "ratio", "p50 ms", "p99 ms", "lost",
                "replica µs/report", "database µs/report")  # fmt: skip
     for column in columns:

@@ -34,7 +34,7 @@ _INSERT_REPORTS = (
     f"SELECT {QUERY_NO.format('%(query)s')}, substr(%(ids)b, i * 16 + 1, 16), "
     "substr(%(devices)b, i * 16 + 1, 16), "
     "%(round)s, substr(%(answers)b, i * %(width)s + 1, %(width)s) "
-    "FROM generate_series(0, %(n)s - 1) AS i"
+    "FROM generate_series(0, %(n)s - 1) AS i ON CONFLICT DO NOTHING"
 )
 _ADD_TARGET_COUNTS = (
     "INSERT INTO target_counts (query_id, round, target, ord, n) "
@@ -97,14 +97,11 @@ async def restore_known(
         state.restore_reports(round_, *by_round[round_])
 
 
-async def insert_accepted(
-    conn: Conn, state: QueryState, accepted: Accepted, *, skip_conflicts: bool = True
-) -> int:
+async def insert_accepted(conn: Conn, state: QueryState, accepted: Accepted) -> int:
     """Insert the accepted reports; returns how many rows were new (fewer means one was
-    stored already, e.g. by another replica a moment ago). Without `skip_conflicts` such a
-    report raises UniqueViolation instead (a plain INSERT: no arbiter check per row)."""
+    stored already, e.g. by another replica a moment ago)."""
     cursor = await conn.execute(
-        _INSERT_REPORTS + (" ON CONFLICT DO NOTHING" if skip_conflicts else ""),
+        _INSERT_REPORTS,
         {
             "query": state.spec.query_id,
             "ids": b"".join(accepted.report_ids),
@@ -139,6 +136,64 @@ async def add_counts(conn: Conn, state: QueryState, shard: int | None = None) ->
     await conn.execute(
         _ADD_PROGRESS, (query_id, shard, per_round[0], per_round[1], state.completed_devices)
     )
+
+
+# A whole group of new round-1 reports for an open query, in ONE statement (so one round trip
+# and, in autocommit, its own transaction): lock the query row if it is still open in that
+# round, insert every report (a unique violation fails the whole statement), and only when
+# they all went in add the counts and progress to a shard. Returns the reports inserted:
+# all of them, or 0 when the query was no longer open in that round (nothing changed).
+_ADD_NEW_GROUP = (
+    "WITH q AS (SELECT query_no FROM queries WHERE query_id = %(query)s AND status = 1 "
+    "AND current_round = %(round)s FOR KEY SHARE), "
+    "ins AS (INSERT INTO reports (query_no, report_id, pseudonym, round, answers) "
+    "SELECT q.query_no, substr(%(ids)b, i * 16 + 1, 16), substr(%(devices)b, i * 16 + 1, 16), "
+    "%(round)s, substr(%(answers)b, i * %(width)s + 1, %(width)s) "
+    "FROM q, generate_series(0, %(n)s - 1) AS i RETURNING 1), "
+    "done AS (SELECT count(*) AS n FROM ins), "
+    "tc AS (INSERT INTO target_counts (query_id, round, target, ord, n) "
+    "SELECT %(query)s, r, t, %(ord)s, c FROM done, "
+    "unnest(%(rounds)s::smallint[], %(targets)s::integer[], %(counts)s::bigint[]) AS u(r, t, c) "
+    "WHERE done.n = %(n)s "
+    "ON CONFLICT (query_id, round, target, ord) DO UPDATE SET n = target_counts.n + EXCLUDED.n), "
+    "pc AS (INSERT INTO progress_counts (query_id, ord, round1_reports, round2_reports, completed) "
+    "SELECT %(query)s, %(ord)s, %(round1)s, %(round2)s, %(completed)s FROM done "
+    "WHERE done.n = %(n)s "
+    "ON CONFLICT (query_id, ord) DO UPDATE SET "
+    "round1_reports = progress_counts.round1_reports + EXCLUDED.round1_reports, "
+    "round2_reports = progress_counts.round2_reports + EXCLUDED.round2_reports, "
+    "completed = progress_counts.completed + EXCLUDED.completed) "
+    "SELECT n FROM done"
+)
+
+
+async def add_new_group(conn: Conn, state: QueryState, accepted: Accepted) -> bool:
+    """Store a group of new reports and `state`'s deltas in one statement (`_ADD_NEW_GROUP`);
+    False when the query was no longer open in that round. A report stored already raises
+    UniqueViolation, changing nothing."""
+    rounds, targets = np.nonzero(state.counts)
+    per_round = [*state.reports_per_round, 0][:2]
+    cursor = await conn.execute(
+        _ADD_NEW_GROUP,
+        {
+            "query": state.spec.query_id,
+            "ids": b"".join(accepted.report_ids),
+            "devices": b"".join(accepted.pseudonyms),
+            "round": accepted.round,
+            "answers": b"".join(accepted.answers),
+            "width": state.answer_bytes,
+            "n": accepted.count,
+            "ord": random.randrange(SHARDS),
+            "rounds": (rounds + 1).tolist(),
+            "targets": targets.tolist(),
+            "counts": state.counts[rounds, targets].tolist(),
+            "round1": per_round[0],
+            "round2": per_round[1],
+            "completed": state.completed_devices,
+        },
+    )
+    row = await cursor.fetchone()
+    return row is not None and int(row[0]) == accepted.count
 
 
 async def add_totals(conn: Conn, states: dict[str, QueryState]) -> None:

@@ -55,13 +55,6 @@ Conn = Any  # psycopg.AsyncConnection[tuple[Any, ...]]
 _ATTEMPTS = 8
 
 
-def _needs_no_history(state: QueryState) -> bool:
-    """Whether, when every report of a group is accepted knowing no stored report and every
-    insert is new, that is also the outcome knowing all of them: true unless the group is a
-    second round (its reports need their devices' first-round answers)."""
-    return state.current_round == 1
-
-
 class CommitObserver(Protocol):
     def observe_commit(self, seconds: float, requests: int, reports: int) -> None: ...
 
@@ -163,7 +156,10 @@ class PostgresStore(Snapshots):
         if len(reports) == 0:
             return SubmitResult()
         started = time.perf_counter()
-        result, deltas = await self._run(lambda conn: self._admit(conn, reports))
+        done = await self._submit_new_group(reports)
+        if done is None:
+            done = await self._run(lambda conn: self._admit(conn, reports))
+        result, deltas = done
         for delta in deltas:
             self._add(delta)
         self._publish()
@@ -171,23 +167,42 @@ class PostgresStore(Snapshots):
             self._observer.observe_commit(time.perf_counter() - started, 1, len(reports))
         return result
 
+    async def _submit_new_group(
+        self, reports: ReportColumns
+    ) -> tuple[SubmitResult, list[QueryState]] | None:
+        """The usual case in one statement: a group of new, valid round-1 reports for one
+        query this replica knows to be open. The rules run knowing no stored report; when
+        they accept every report and every row is new, that is also the answer knowing all
+        of them. None (nothing changed) when any of that does not hold: then `_admit`."""
+        query_id = reports.query_ids[0]
+        known = self._states.get(query_id)
+        if (
+            known is None
+            or known.status != QueryStatus.OPEN
+            or known.current_round != 1
+            or reports.query_ids.count(query_id) != len(reports)
+        ):
+            return None
+        state = QueryState.new(known.spec, known.created_at)  # round 1, nothing stored
+        changes = PendingChanges()
+        result = admit(changes, {query_id: state}, reports)
+        if result.accepted != len(reports):
+            return None
+        accepted = changes.accepted[query_id]
+        state.add_completed(accepted)
+        try:
+            async with self._connection() as conn:  # autocommit: the statement commits
+                stored = await pg_rows.add_new_group(conn, state, accepted)
+        except _Raced:
+            return None
+        return (result, [state]) if stored else None
+
     async def _admit(
         self, conn: Conn, reports: ReportColumns
     ) -> tuple[SubmitResult, list[QueryState]]:
-        """Admit `reports` in this transaction: optimistically first, knowing no stored report
-        (a new group's usual case: one INSERT), else knowing the stored ones they concern."""
+        """Admit `reports` in this transaction, knowing the stored reports they concern."""
         query_ids = sorted(set(reports.query_ids))
         states = await pg_rows.locked_states(conn, query_ids, "FOR KEY SHARE")
-        if len(states) == 1 and _needs_no_history(next(iter(states.values()))):
-            try:
-                async with conn.transaction():  # a savepoint: undone unless all were new
-                    admitted = await self._admit_knowing(conn, states, reports, optimistic=True)
-                    if admitted[0].accepted != len(reports):
-                        raise _Raced
-                return admitted
-            except (_Raced, pg_errors.UniqueViolation):
-                pass
-            states = await pg_rows.locked_states(conn, query_ids, "FOR KEY SHARE")
         for query_id, state in states.items():
             mine = [i for i, q in enumerate(reports.query_ids) if q == query_id]
             await pg_rows.restore_known(
@@ -199,15 +214,10 @@ class PostgresStore(Snapshots):
         return await self._admit_knowing(conn, states, reports)
 
     async def _admit_knowing(
-        self,
-        conn: Conn,
-        states: dict[str, QueryState],
-        reports: ReportColumns,
-        optimistic: bool = False,
+        self, conn: Conn, states: dict[str, QueryState], reports: ReportColumns
     ) -> tuple[SubmitResult, list[QueryState]]:
         """Apply the rules to `states` (holding the stored reports they know of) and insert
-        what they accept; `_Raced` (`optimistic`: UniqueViolation) when a report they did not
-        know was stored already."""
+        what they accept; `_Raced` when a report they did not know was stored already."""
         changes = PendingChanges()
         result = admit(changes, states, reports)
         deltas: list[QueryState] = []
@@ -215,10 +225,7 @@ class PostgresStore(Snapshots):
             if accepted.count == 0:
                 continue
             state = states[query_id]  # its progress and counts start at zero: deltas
-            inserted = await pg_rows.insert_accepted(
-                conn, state, accepted, skip_conflicts=not optimistic
-            )
-            if inserted != accepted.count:
+            if await pg_rows.insert_accepted(conn, state, accepted) != accepted.count:
                 raise _Raced
             state.add_completed(accepted)
             await pg_rows.add_counts(conn, state)
@@ -319,11 +326,22 @@ class PostgresStore(Snapshots):
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[Conn]:
+        async with self._connection() as conn, conn.transaction():
+            yield conn
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Conn]:
+        """A pooled connection (autocommit); database failures become refusals saying that
+        nothing was stored, and lost races `_Raced`."""
         assert self._pool is not None
         try:
-            async with self._pool.connection() as conn, conn.transaction():
+            async with self._pool.connection() as conn:
                 yield conn
-        except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure) as exc:
+        except (
+            pg_errors.DeadlockDetected,
+            pg_errors.SerializationFailure,
+            pg_errors.UniqueViolation,
+        ) as exc:
             raise _Raced from exc
         except PoolTimeout as exc:
             raise Unavailable(
