@@ -10,11 +10,7 @@ from pathlib import Path
 from aggregator.config import AggregatorConfig
 from aggregator.server import AggregatorServer, ensure_port_free, run, transport_name
 from ldpcollect.errors import ParameterError
-
-
-def is_postgres_url(text: str) -> bool:
-    return text.startswith(("postgresql://", "postgres://"))
-
+from ldpcollect_cli.store_command import is_postgres_url
 
 READY_PREFIX = "ldpcollect aggregator serving on "
 

@@ -16,7 +16,11 @@ import typer
 from ldpcollect.errors import ParameterError
 from ldpcollect_cli.service_errors import guarded
 from ldpcollect_cli.service_options import Json
-from ldpcollect_cli.serving import is_postgres_url
+
+
+def is_postgres_url(text: str) -> bool:
+    return text.startswith(("postgresql://", "postgres://"))
+
 
 store_app = typer.Typer(help="The aggregator's PostgreSQL database.", no_args_is_help=True)
 
