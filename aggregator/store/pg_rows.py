@@ -100,19 +100,21 @@ async def restore_known(
 async def insert_accepted(conn: Conn, state: QueryState, accepted: Accepted) -> int:
     """Insert the accepted reports; returns how many rows were new (fewer means one was
     stored already, e.g. by another replica a moment ago)."""
-    cursor = await conn.execute(
-        _INSERT_REPORTS,
-        {
-            "query": state.spec.query_id,
-            "ids": b"".join(accepted.report_ids),
-            "devices": b"".join(accepted.pseudonyms),
-            "round": accepted.round,
-            "answers": b"".join(accepted.answers),
-            "width": state.answer_bytes,
-            "n": accepted.count,
-        },
-    )
+    cursor = await conn.execute(_INSERT_REPORTS, _group_values(state, accepted))
     return int(cursor.rowcount)
+
+
+def _group_values(state: QueryState, accepted: Accepted) -> dict[str, Any]:
+    """The parameters naming a group of reports in `_INSERT_REPORTS` and `_ADD_NEW_GROUP`."""
+    return {
+        "query": state.spec.query_id,
+        "ids": b"".join(accepted.report_ids),
+        "devices": b"".join(accepted.pseudonyms),
+        "round": accepted.round,
+        "answers": b"".join(accepted.answers),
+        "width": state.answer_bytes,
+        "n": accepted.count,
+    }
 
 
 async def add_counts(conn: Conn, state: QueryState, shard: int | None = None) -> None:
@@ -176,13 +178,7 @@ async def add_new_group(conn: Conn, state: QueryState, accepted: Accepted) -> bo
     cursor = await conn.execute(
         _ADD_NEW_GROUP,
         {
-            "query": state.spec.query_id,
-            "ids": b"".join(accepted.report_ids),
-            "devices": b"".join(accepted.pseudonyms),
-            "round": accepted.round,
-            "answers": b"".join(accepted.answers),
-            "width": state.answer_bytes,
-            "n": accepted.count,
+            **_group_values(state, accepted),
             "ord": random.randrange(SHARDS),
             "rounds": (rounds + 1).tolist(),
             "targets": targets.tolist(),

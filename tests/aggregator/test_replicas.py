@@ -13,7 +13,6 @@ import asyncio
 import json
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
 from ldpcollect.wire import mechanism_to_proto, scheme_from_text
 from tests.aggregator.conftest import ADMIN, TOKEN, Device, expected_counts
-from tests.serving import READY, cli_env, run_cli
+from tests.serving import run_cli, spawn_serve
 
 RR = RandomizedResponse("0.75", "0.5")
 TARGETS = tuple(range(1, 13))
@@ -36,36 +35,28 @@ BATCH = 40
 RETRIED = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 
 
-def start_replica(url: str) -> tuple[str, subprocess.Popen[str]]:
-    command = [sys.executable, "-m", "ldpcollect_cli.main", "serve", "--store", url]
-    proc = subprocess.Popen(
-        [*command, "--listen", "127.0.0.1:0"],
-        env=cli_env(TOKEN),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    line = proc.stdout.readline()
-    if not line.startswith(READY):
-        proc.kill()
-        raise AssertionError(f"serve did not start: {line}{proc.stderr.read()}")
-    return line[len(READY) :].split()[0], proc
-
-
 @pytest.fixture
 def replicas(
     fresh_postgres_url: str,
 ) -> Iterator[tuple[str, list[str], list[subprocess.Popen[str]]]]:
     run_cli(TOKEN, "store", "migrate", "--store", fresh_postgres_url)
-    started = [start_replica(fresh_postgres_url) for _ in range(3)]
+    started = [spawn_serve(TOKEN, "--store", fresh_postgres_url) for _ in range(3)]
     try:
-        yield fresh_postgres_url, [a for a, _ in started], [p for _, p in started]
+        yield fresh_postgres_url, [s.address for s in started], [s.proc for s in started]
     finally:
-        for _, proc in started:
+        for proc in (s.proc for s in started):
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
                 assert proc.wait(timeout=30) == 0
+
+
+def create_everywhere(addresses: list[str], query_id: str, *mechanism: str) -> None:
+    """`ldpcollect query create` through all replicas, then wait until each knows it."""
+    run_cli(
+        TOKEN, "query", "create", "--id", query_id, *mechanism,
+        "--bbox", "48.85,2.28,48.87,2.31", "--scheme", "h3:8", server=",".join(addresses),
+    )  # fmt: skip
+    asyncio.run(_seen_everywhere(addresses, query_id))
 
 
 async def _seen_everywhere(addresses: list[str], query_id: str) -> None:
@@ -196,11 +187,7 @@ def test_the_fleet_command_answers_both_rounds_through_three_replicas(
 ) -> None:
     _, addresses, _ = replicas
     server = ",".join(addresses)
-    run_cli(
-        TOKEN, "query", "create", "--id", "sp", "--mechanism", "sp", "--sampling-rate", "0.5",
-        "--bbox", "48.85,2.28,48.87,2.31", "--scheme", "h3:8", server=server,
-    )  # fmt: skip
-    asyncio.run(_seen_everywhere(addresses, "sp"))
+    create_everywhere(addresses, "sp", "--mechanism", "sp", "--sampling-rate", "0.5")
     run = ("fleet", "run", "--query", "sp", "--devices", "600", "--advance", "--no-progress")
     done = json.loads(run_cli(TOKEN, *run, "--json", server=server).stdout)
     assert [r["accepted"] for r in done["rounds"]] == [600, 600]
@@ -237,11 +224,7 @@ def test_the_load_test_through_three_replicas_finds_every_report_counted(
 ) -> None:
     _, addresses, _ = replicas
     server = ",".join(addresses)
-    run_cli(
-        TOKEN, "query", "create", "--id", "load", "--mechanism", "rr", "--flip1", "0.85",
-        "--flip2", "0.3", "--targets", "1,2,3,4,5,6,7,8,9,10", server=server,
-    )  # fmt: skip
-    asyncio.run(_seen_everywhere(addresses, "load"))
+    create_everywhere(addresses, "load", "--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3")
     done = run_cli(
         TOKEN, "loadtest", "--server", server, "--query", "load", "--mode", "batch",
         "--batch-size", "50", "--rate", "0", "--duration", "5", "--max-requests", "300",
