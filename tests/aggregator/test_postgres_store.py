@@ -20,7 +20,7 @@ from aggregator.errors import AlreadyExists, FailedPrecondition
 from aggregator.model import QueryInfo, ReleaseRecord
 from aggregator.rounds import ReportColumns
 from aggregator.store.pg_migrations import migrations
-from aggregator.store.postgres import PostgresStore
+from aggregator.store.postgres import DatabaseUnreachable, PostgresStore
 from tests.aggregator.store_contract import RR, SP, StoreContract, key, rr_run, spec, summary
 
 
@@ -154,3 +154,30 @@ async def test_migrations_are_applied_once_and_recorded(postgres_url: str, tmp_p
         )
         versions = [row[0] for row in await cursor.fetchall()]
     assert versions == [m.version for m in migrations()]
+
+
+async def test_a_database_with_a_newer_schema_is_refused_and_left_alone(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    schema = schema_for(tmp_path)
+    store = PostgresStore(postgres_url, schema=schema)
+    await store.open()
+    await store.create_query(spec("q", RR), 0.0)
+    await store.close()
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
+        await conn.execute(
+            f"INSERT INTO {schema}.ldpcollect_migrations (version, name) VALUES (999, 'future')"
+        )
+    with pytest.raises(DatabaseUnreachable, match="schema version 999, newer than this"):
+        await PostgresStore(postgres_url, schema=schema).open()
+    async with await psycopg.AsyncConnection.connect(postgres_url) as conn:
+        cursor = await conn.execute(f"SELECT query_id FROM {schema}.queries")
+        assert await cursor.fetchall() == [("q",)]
+
+
+async def test_an_unreachable_database_names_itself_without_its_password() -> None:
+    store = PostgresStore("postgresql://someone:secret@127.0.0.1:1/none", connect_timeout_s=2)
+    with pytest.raises(DatabaseUnreachable) as refused:
+        await store.open()
+    assert "postgresql://someone:***@127.0.0.1:1/none" in str(refused.value)
+    assert "secret" not in str(refused.value)

@@ -238,3 +238,11 @@ def test_the_load_test_through_three_replicas_finds_every_report_counted(
     assert total == 300 * 50
     for address in addresses:
         assert asyncio.run(_reports_in_round_1(address, "load", until=total)) == total
+
+
+def test_serve_refuses_a_store_that_is_not_a_postgresql_url() -> None:
+    done = run_cli(TOKEN, "serve", "--store", "mysql://x@h/db", ok=False)
+    assert done.returncode == 2
+    assert "--store" in done.stderr and "postgresql://USER@HOST:PORT/DB" in done.stderr
+    migrate = run_cli(TOKEN, "store", "migrate", "--store", "sqlite.db", ok=False)
+    assert migrate.returncode == 2 and "postgresql://" in migrate.stderr
