@@ -8,6 +8,7 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from aggregator.model import QueryStatus, ReleaseRecord
 from aggregator.rounds import Accepted, QueryState
@@ -64,14 +65,35 @@ def bare_state(row: tuple[Any, ...]) -> QueryState:
     return state
 
 
-async def locked_states(conn: Conn, query_ids: list[str], lock: str) -> dict[str, QueryState]:
-    """The bare states of those of `query_ids` that exist, their rows locked with `lock`
-    (e.g. "FOR KEY SHARE" while reports are admitted, "FOR UPDATE" for a lifecycle change),
-    in query id order so that transactions never wait on each other in a circle."""
-    cursor = await conn.execute(
-        f"{_SELECT_QUERIES} WHERE query_id = ANY(%s) ORDER BY query_id {lock}", (query_ids,)
-    )
+# Per-query advisory locks (two-key form; the first key names ldpcollect's query locks):
+# submissions hold the query's lock shared, lifecycle changes exclusive, until their
+# transaction ends. Held in the lock manager's memory: unlike a row lock, taking one writes
+# nothing to the row or the WAL (the query row would be a hot row). Ids that hash alike only
+# wait for each other.
+QUERY_LOCK = 0x6C6471
+_LOCK_SHARED = "SELECT pg_advisory_xact_lock_shared(%s, hashtext(q)) FROM unnest(%s::text[]) q"
+_LOCK = "SELECT pg_advisory_xact_lock(%s, hashtext(%s))"
+
+
+async def lock_shared(conn: Conn, query_ids: list[str]) -> None:
+    """Hold the queries' locks shared (in sorted order) until the transaction ends. Take it
+    before reading a query's status: a statement's snapshot starts when the statement does."""
+    await conn.execute(_LOCK_SHARED, (QUERY_LOCK, sorted(query_ids)))
+
+
+async def states_of(conn: Conn, query_ids: list[str]) -> dict[str, QueryState]:
+    """The bare states of those of `query_ids` that exist."""
+    cursor = await conn.execute(f"{_SELECT_QUERIES} WHERE query_id = ANY(%s)", (query_ids,))
     return {row[0]: bare_state(row) for row in await cursor.fetchall()}
+
+
+async def locked_state(conn: Conn, query_id: str) -> QueryState | None:
+    """The bare state of `query_id` (None: no such query) for a lifecycle change: its lock
+    held exclusively (every submission in flight for it has ended) and its row FOR UPDATE."""
+    await conn.execute(_LOCK, (QUERY_LOCK, query_id))
+    cursor = await conn.execute(f"{_SELECT_QUERIES} WHERE query_id = %s FOR UPDATE", (query_id,))
+    row = await cursor.fetchone()
+    return None if row is None else bare_state(row)
 
 
 async def restore_known(
@@ -140,14 +162,14 @@ async def add_counts(conn: Conn, state: QueryState, shard: int | None = None) ->
     )
 
 
-# A whole group of new round-1 reports for an open query, in ONE statement (so one round trip
-# and, in autocommit, its own transaction): lock the query row if it is still open in that
-# round, insert every report (a unique violation fails the whole statement), and only when
-# they all went in add the counts and progress to a shard. Returns the reports inserted:
-# all of them, or 0 when the query was no longer open in that round (nothing changed).
+# A whole group of new round-1 reports for an open query, in ONE statement (after the
+# query's shared lock): read the query if it is still open in that round, insert every report
+# (a unique violation fails the whole statement), and only when they all went in add the
+# counts and progress to a shard. Returns the reports inserted: all of them, or 0 when the
+# query was no longer open in that round (nothing changed).
 _ADD_NEW_GROUP = (
     "WITH q AS (SELECT query_no FROM queries WHERE query_id = %(query)s AND status = 1 "
-    "AND current_round = %(round)s FOR KEY SHARE), "
+    "AND current_round = %(round)s), "
     "ins AS (INSERT INTO reports (query_no, report_id, pseudonym, round, answers) "
     "SELECT q.query_no, substr(%(ids)b, i * 16 + 1, 16), substr(%(devices)b, i * 16 + 1, 16), "
     "%(round)s, substr(%(answers)b, i * %(width)s + 1, %(width)s) "
@@ -170,12 +192,28 @@ _ADD_NEW_GROUP = (
 
 
 async def add_new_group(conn: Conn, state: QueryState, accepted: Accepted) -> bool:
-    """Store a group of new reports and `state`'s deltas in one statement (`_ADD_NEW_GROUP`);
-    False when the query was no longer open in that round. A report stored already raises
-    UniqueViolation, changing nothing."""
+    """Store a group of new reports and `state`'s deltas in one transaction sent at once (a
+    pipeline: one round trip): the query's shared lock, then `_ADD_NEW_GROUP`. False when the
+    query was no longer open in that round. A report stored already raises UniqueViolation,
+    changing nothing."""
     rounds, targets = np.nonzero(state.counts)
     per_round = [*state.reports_per_round, 0][:2]
-    cursor = await conn.execute(
+    async with conn.pipeline(), conn.transaction():
+        await lock_shared(conn, [state.spec.query_id])
+        cursor = await _add_new_group(conn, state, accepted, rounds, targets, per_round)
+    row = await cursor.fetchone()
+    return row is not None and int(row[0]) == accepted.count
+
+
+async def _add_new_group(
+    conn: Conn,
+    state: QueryState,
+    accepted: Accepted,
+    rounds: npt.NDArray[np.intp],
+    targets: npt.NDArray[np.intp],
+    per_round: list[int],
+) -> Any:
+    return await conn.execute(
         _ADD_NEW_GROUP,
         {
             **_group_values(state, accepted),
@@ -188,8 +226,6 @@ async def add_new_group(conn: Conn, state: QueryState, accepted: Accepted) -> bo
             "completed": state.completed_devices,
         },
     )
-    row = await cursor.fetchone()
-    return row is not None and int(row[0]) == accepted.count
 
 
 async def add_totals(conn: Conn, states: dict[str, QueryState]) -> None:

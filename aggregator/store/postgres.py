@@ -2,7 +2,7 @@
 
 Every decision that two replicas could make differently is made by the database:
 - Exactly once: `reports` has UNIQUE (query, report id) and UNIQUE (query, device, round).
-  A submission locks its queries' rows (FOR KEY SHARE), reads the stored reports with the
+  A submission holds its queries' advisory locks shared, reads the stored reports with the
   same ids or devices, applies the one set of rules (`aggregator.admission`) to a
   `QueryState` holding only those, and inserts what it accepted with ON CONFLICT DO NOTHING.
   When fewer rows go in than were accepted, another replica committed one of them first: the
@@ -10,9 +10,10 @@ Every decision that two replicas could make differently is made by the database:
   ALREADY_EXISTS). The reply is sent only after COMMIT.
 - No hot rows: counts go to one of `SHARDS` counter rows per (query, round, target), chosen
   at random, with INSERT ... ON CONFLICT DO UPDATE SET n = n + EXCLUDED.n; reads sum them.
-- Single flight: advance, close, release and every ledger change lock their rows
-  (SELECT ... FOR UPDATE: the query row, then the ledger row), so whichever replica receives
-  a change, it happens once; a second release waits, then finds the query released.
+- Single flight: advance, close and release take the query's advisory lock exclusively
+  (waiting for the submissions in flight) and lock its row FOR UPDATE, then the ledger row;
+  every ledger change locks the ledger row. Whichever replica receives a change, it happens
+  once; a second release waits, then finds the query released.
 - A release stores the result, charges the ledger, deletes the query's reports and merges
   its counter shards, in one transaction.
 A replica holds no report: its memory is the published snapshots (`Snapshots`: O(targets)
@@ -170,7 +171,7 @@ class PostgresStore(Snapshots):
     async def _submit_new_group(
         self, reports: ReportColumns
     ) -> tuple[SubmitResult, list[QueryState]] | None:
-        """The usual case in one statement: a group of new, valid round-1 reports for one
+        """The usual case in one round trip: a group of new, valid round-1 reports for one
         query this replica knows to be open. The rules run knowing no stored report; when
         they accept every report and every row is new, that is also the answer knowing all
         of them. None (nothing changed) when any of that does not hold: then `_admit`."""
@@ -191,7 +192,7 @@ class PostgresStore(Snapshots):
         accepted = changes.accepted[query_id]
         state.add_completed(accepted)
         try:
-            async with self._connection() as conn:  # autocommit: the statement commits
+            async with self._connection() as conn:
                 stored = await pg_rows.add_new_group(conn, state, accepted)
         except _Raced:
             return None
@@ -202,7 +203,8 @@ class PostgresStore(Snapshots):
     ) -> tuple[SubmitResult, list[QueryState]]:
         """Admit `reports` in this transaction, knowing the stored reports they concern."""
         query_ids = sorted(set(reports.query_ids))
-        states = await pg_rows.locked_states(conn, query_ids, "FOR KEY SHARE")
+        await pg_rows.lock_shared(conn, query_ids)
+        states = await pg_rows.states_of(conn, query_ids)
         for query_id, state in states.items():
             mine = [i for i, q in enumerate(reports.query_ids) if q == query_id]
             await pg_rows.restore_known(
@@ -360,12 +362,11 @@ class PostgresStore(Snapshots):
             ) from exc
 
     async def _locked(self, conn: Conn, query_id: str) -> QueryState:
-        """The query's committed state with its totals, its row locked FOR UPDATE."""
-        states = await pg_rows.locked_states(conn, [query_id], "FOR UPDATE")
-        state = states.get(query_id)
+        """The query's committed state with its totals, locked for a lifecycle change."""
+        state = await pg_rows.locked_state(conn, query_id)
         if state is None:
             raise lifecycle.unknown_query(query_id)
-        await pg_rows.add_totals(conn, states)
+        await pg_rows.add_totals(conn, {query_id: state})
         return state
 
     async def _set_status(self, conn: Conn, state: QueryState) -> None:
