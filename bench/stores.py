@@ -8,7 +8,9 @@ reports/s, RPC latency p50/p99, the ratio to SQLite, and CPU time per report of 
 processes (replica side) and of every PostgreSQL server process (database side), read from
 /proc before and after. Each configuration runs `--repeat` times, interleaved, and the
 median run is shown (the machine's load drifts between runs). Afterwards each
-configuration's count must equal what it acknowledged (nothing acknowledged is lost).
+configuration's count must equal what it acknowledged (nothing acknowledged is lost). Last,
+the database's own cost of a report row alone: inserts into a scratch table with both unique
+keys, one, and none (`index cost`).
 
     python -m bench.stores [--reports 100000] [--targets 100] [--repeat 3] [--postgres URL]
                            [--json] [--plot FILE.png]
@@ -170,7 +172,7 @@ def _children_serving(ports: list[int]) -> list[int]:
     return found
 
 
-async def run(args: argparse.Namespace) -> list[Measured]:
+async def run(args: argparse.Namespace) -> tuple[list[Measured], dict[str, float]]:
     """Every configuration `--repeat` times, interleaved (the machine's load drifts); the
     median run of each by reports/s."""
     runs: dict[tuple[str, int], list[Measured]] = {}
@@ -193,12 +195,47 @@ async def run(args: argparse.Namespace) -> list[Measured]:
                     "postgresql", commands, ports, args, seed=10 * attempt + n, tag=attempt
                 )
                 runs.setdefault(("postgresql", n), []).append(measured)
+        costs = index_costs(url)
     finally:
         with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
             conn.execute(
                 sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
             )
-    return [median_run(r) for r in runs.values()]
+    return [median_run(r) for r in runs.values()], costs
+
+
+# What one report's row costs the database by itself: the reports table's shape with both
+# unique keys, with the (query, report id) key only, and with no index.
+INDEX_VARIANTS = {
+    "both keys": "PRIMARY KEY (q, id), UNIQUE (q, p, rd)",
+    "report id key": "PRIMARY KEY (q, id)",
+    "no index": "",
+}
+_SCRATCH_INSERT = (
+    "INSERT INTO bench_reports SELECT 1, substr(%(ids)b, i * 16 + 1, 16), "
+    "substr(%(devices)b, i * 16 + 1, 16), 1, substr(%(answers)b, i * 13 + 1, 13) "
+    "FROM generate_series(0, 499) AS i"
+)
+
+
+def index_costs(url: str, batches: int = 120) -> dict[str, float]:
+    """Database CPU µs per report of inserting 500 random reports per statement into a
+    scratch table of each shape in INDEX_VARIANTS (committed one statement at a time)."""
+    costs = {}
+    with psycopg.connect(url, autocommit=True) as conn:
+        for name, keys in INDEX_VARIANTS.items():
+            conn.execute("DROP TABLE IF EXISTS bench_reports")
+            columns = "q integer, id bytea, p bytea, rd smallint, a bytea"
+            conn.execute(f"CREATE TABLE bench_reports ({columns}{', ' + keys if keys else ''})")
+            before = postgres_cpu_seconds()
+            for _ in range(batches):
+                conn.execute(
+                    _SCRATCH_INSERT,
+                    {"ids": os.urandom(8000), "devices": os.urandom(8000), "answers": bytes(6500)},
+                )
+            costs[name] = (postgres_cpu_seconds() - before) / (batches * 500) * 1e6
+        conn.execute("DROP TABLE bench_reports")
+    return costs
 
 
 def median_run(runs: list[Measured]) -> Measured:
@@ -242,7 +279,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--plot", type=Path, help="also draw throughput and cost to this PNG")
     args = parser.parse_args()
-    results = asyncio.run(run(args))
+    results, costs = asyncio.run(run(args))
     baseline = results[0].load.reports_per_second
     rows = [r.to_json(baseline) for r in results]
     if args.plot:
@@ -251,6 +288,7 @@ def main() -> None:
         print(json.dumps({"targets": args.targets, "reports": args.reports,
                           "chunk": args.chunk, "concurrency": args.concurrency,
                           "repeat": args.repeat,
+                          "index_cost_us_per_report": {k: round(v, 2) for k, v in costs.items()},
                           "cores": os.cpu_count(), "results": rows}, indent=2))  # fmt: skip
         return
     table = Table(
@@ -268,7 +306,10 @@ def main() -> None:
             f"{row['rpc_latency_ms_p99']:.1f}", str(row["lost"]),
             f"{row['replica_cpu_us_per_report']:.1f}", f"{row['database_cpu_us_per_report']:.1f}",
         )  # fmt: skip
-    Console(width=140).print(table)
+    console = Console(width=140)
+    console.print(table)
+    for name, cost in costs.items():
+        console.print(f"index cost, {name}: {cost:.1f} µs of database CPU per report inserted")
 
 
 if __name__ == "__main__":
