@@ -52,6 +52,12 @@ _ADD_PROGRESS = (
 )
 
 
+def array_text(values: npt.NDArray[np.integer[Any]]) -> str:
+    """An integer array as PostgreSQL's array text (`{1,2,3}`): much cheaper to send than a
+    list adapted element by element."""
+    return "{" + ",".join(map(str, values.tolist())) + "}"
+
+
 def query_values(state: QueryState) -> tuple[Any, ...]:
     return (*spec_values(state.spec), state.created_at, int(state.status), state.current_round)
 
@@ -151,9 +157,9 @@ async def add_counts(conn: Conn, state: QueryState, shard: int | None = None) ->
             (
                 query_id,
                 shard,
-                (rounds + 1).tolist(),
-                targets.tolist(),
-                state.counts[rounds, targets].tolist(),
+                array_text(rounds + 1),
+                array_text(targets),
+                array_text(state.counts[rounds, targets]),
             ),
         )
     per_round = [*state.reports_per_round, 0][:2]
@@ -218,9 +224,9 @@ async def _add_new_group(
         {
             **_group_values(state, accepted),
             "ord": random.randrange(SHARDS),
-            "rounds": (rounds + 1).tolist(),
-            "targets": targets.tolist(),
-            "counts": state.counts[rounds, targets].tolist(),
+            "rounds": array_text(rounds + 1),
+            "targets": array_text(targets),
+            "counts": array_text(state.counts[rounds, targets]),
             "round1": per_round[0],
             "round2": per_round[1],
             "completed": state.completed_devices,
