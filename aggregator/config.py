@@ -84,6 +84,8 @@ class AggregatorConfig:
         if self.stream_chunk_reports < 1:
             raise ValueError(f"stream_chunk_reports must be >= 1, got {self.stream_chunk_reports}")
         _ = self.overload_limits  # raises ValueError on a bad overload setting
+        if self.store_pool_size < 1:
+            raise ValueError(f"store_pool_size must be >= 1, got {self.store_pool_size}")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError(
                 "tls_cert and tls_key must be given together (both PEM files) or not at all, "

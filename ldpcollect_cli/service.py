@@ -130,6 +130,15 @@ def serve(
             "migrated at start (or ahead: `ldpcollect store migrate`).",
         ),
     ] = None,
+    store_pool_size: Annotated[
+        int,
+        typer.Option(
+            "--store-pool-size",
+            min=1,
+            max=100,
+            help="With --store: database connections this replica keeps at most.",
+        ),
+    ] = 4,
 ) -> None:
     """Run the aggregator (gRPC Collector + Admin) until SIGINT/SIGTERM. Plaintext unless
     --tls-cert/--tls-key are given (a warning says so when listening beyond loopback)."""
@@ -148,6 +157,7 @@ def serve(
         stream_idle_timeout,
         reflection,
         store,
+        store_pool_size,
     )
     guarded(lambda: serve_blocking(settings))
 

@@ -29,6 +29,7 @@ class ServeSettings:
     stream_idle_timeout_s: float = 30.0
     reflection: bool = False
     store: str | None = None
+    store_pool_size: int = 4
 
 
 def serve_blocking(settings: ServeSettings) -> None:
@@ -68,6 +69,7 @@ def serve_blocking(settings: ServeSettings) -> None:
         stream_idle_timeout_s=settings.stream_idle_timeout_s,
         reflection_admin=settings.reflection,
         store_url=settings.store,
+        store_pool_size=settings.store_pool_size,
     )
     warning = plaintext_warning(config.listen, config.tls)
     if warning is not None:

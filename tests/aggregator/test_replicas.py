@@ -40,7 +40,8 @@ def replicas(
     fresh_postgres_url: str,
 ) -> Iterator[tuple[str, list[str], list[subprocess.Popen[str]]]]:
     run_cli(TOKEN, "store", "migrate", "--store", fresh_postgres_url)
-    started = [spawn_serve(TOKEN, "--store", fresh_postgres_url) for _ in range(3)]
+    serve = ("--store", fresh_postgres_url, "--store-pool-size", "2")
+    started = [spawn_serve(TOKEN, *serve) for _ in range(3)]
     try:
         yield fresh_postgres_url, [s.address for s in started], [s.proc for s in started]
     finally:
