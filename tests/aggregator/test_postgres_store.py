@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import psycopg
 import pytest
 
-from aggregator.errors import AlreadyExists, FailedPrecondition
+from aggregator.errors import AlreadyExists, FailedPrecondition, Unavailable
 from aggregator.model import QueryInfo, ReleaseRecord
 from aggregator.rounds import ReportColumns
 from aggregator.store.pg_migrations import migrations
@@ -181,3 +181,36 @@ async def test_an_unreachable_database_names_itself_without_its_password() -> No
         await store.open()
     assert "postgresql://someone:***@127.0.0.1:1/none" in str(refused.value)
     assert "secret" not in str(refused.value)
+
+
+async def test_dropped_database_connections_are_unavailable_then_a_retry_counts_once(
+    fresh_postgres_url: str,
+) -> None:
+    store = PostgresStore(fresh_postgres_url, refresh_s=0.2)
+    await store.open()
+    try:
+        await store.create_query(spec("q", RR), 0.0)
+        run = rr_run(0, 100, 5)
+        first = await store.submit(ReportColumns.of(run[:50]))
+        assert first.accepted == 50
+        # The database ends every connection of the store (as a restart or failover would).
+        async with await psycopg.AsyncConnection.connect(fresh_postgres_url) as admin:
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        refusals = 0
+        for _ in range(10):  # a device's retries: the same reports each time
+            try:
+                again = await store.submit(ReportColumns.of(run))
+                break
+            except Unavailable as exc:
+                assert "retry" in exc.message
+                refusals += 1
+        else:
+            raise AssertionError("the store never recovered its connections")
+        assert (again.accepted, again.duplicates) == (50, 50), refusals
+        await store.close_query("q")
+        assert (await store.release("q", _release_counting)).participants == 100
+    finally:
+        await store.close()
