@@ -30,6 +30,7 @@ from aggregator.redemption import Redeemer, TokenKeys
 from aggregator.release import release_function
 from aggregator.rpc_handlers import add_services
 from aggregator.service import AdminService, CollectorService
+from aggregator.store.base import Store
 from aggregator.store.sqlite import SqliteStore
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 
@@ -125,17 +126,27 @@ def transport_name(config: AggregatorConfig) -> str:
     return "TLS" if config.tls else "plaintext"
 
 
+def make_store(config: AggregatorConfig, metrics: AggregatorMetrics) -> Store:
+    """The SQLite file of `db_path`, or the PostgreSQL database of `store_url` (imported only
+    then, so a SQLite aggregator starts without loading the driver)."""
+    if config.store_url is not None:
+        from aggregator.store.postgres import PostgresStore
+
+        return PostgresStore(config.store_url, pool_size=config.store_pool_size, observer=metrics)
+    return SqliteStore(
+        config.db_path,
+        max_group_reports=config.max_group_reports,
+        group_wait_s=config.group_wait_s,
+        synchronous=config.sqlite_synchronous,
+        observer=metrics,
+    )
+
+
 class AggregatorServer:
     def __init__(self, config: AggregatorConfig) -> None:
         self.config = config
         self.metrics = AggregatorMetrics()
-        self.store = SqliteStore(
-            config.db_path,
-            max_group_reports=config.max_group_reports,
-            group_wait_s=config.group_wait_s,
-            synchronous=config.sqlite_synchronous,
-            observer=self.metrics,
-        )
+        self.store = make_store(config, self.metrics)
         self._server: grpc.aio.Server | None = None
         self._redeemer: Redeemer | None = None
         self._health: AsyncHealthServicer | None = None
@@ -203,7 +214,7 @@ class AggregatorServer:
             "aggregator listening on port %d (%s, db %s)",
             port,
             transport_name(self.config),
-            self.config.db_path,
+            self.config.store_name,
         )
         return port
 

@@ -15,6 +15,7 @@ from ldpcollect_cli import (
     secure_command,
     service,
     simulate,
+    store_command,
     vdaf_command,
 )
 
@@ -30,6 +31,7 @@ for module in (
     simulate,
     privacy,
     service,
+    store_command,
     loadtest_command,
     vdaf_command,
     secure_command,

@@ -162,6 +162,25 @@ def serve(
             "verification scales with the cores given here.",
         ),
     ] = 0,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            envvar="LDPCOLLECT_STORE",
+            help="postgresql://USER@HOST:PORT/DB: keep the state in PostgreSQL, shared by any "
+            "number of replicas (instead of the SQLite file --db); the schema is created or "
+            "migrated at start (or ahead: `ldpcollect store migrate`).",
+        ),
+    ] = None,
+    store_pool_size: Annotated[
+        int,
+        typer.Option(
+            "--store-pool-size",
+            min=1,
+            max=100,
+            help="With --store: database connections this replica keeps at most.",
+        ),
+    ] = 4,
 ) -> None:
     """Run the aggregator (gRPC Collector + Admin) until SIGINT/SIGTERM. Plaintext unless
     --tls-cert/--tls-key are given (a warning says so when listening beyond loopback)."""
@@ -181,6 +200,8 @@ def serve(
         reflection,
         token_directory,
         token_verify_processes,
+        store,
+        store_pool_size,
     )
     if role != "trusted":
         from ldpcollect_cli.secure_serving import serve_secure

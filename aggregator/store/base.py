@@ -1,7 +1,7 @@
 """The store interface: what the services need from durable state.
 
-SQLite (`SqliteStore`, the embedded default) implements it; a PostgreSQL store for several
-replicas can implement the same methods later (docs/design.md, "Storage"), reusing the rules
+SQLite (`SqliteStore`, the embedded default) and PostgreSQL (`PostgresStore`, several
+replicas on one database) implement it (docs/design.md, "Storage"), reusing the rules
 (`aggregator.lifecycle`, `aggregator.admission`), the row encoding (`rows`, `release_codec`)
 and the published reads (`snapshots`). `tests/aggregator/store_contract.py` is the behaviour
 every backend must show.

@@ -223,6 +223,10 @@ def fixed_release(
     return ReleaseRecord(query.query_id, query.completed_devices, 5.0, (), ()), '{"spent": 1}'
 
 
+# Each backend's subclass runs the same property tests (another executor, on purpose).
+BACKEND_CHECKS = [HealthCheck.too_slow, HealthCheck.differing_executors]
+
+
 class StoreContract:
     """The behaviour suite. Subclasses define `make_store`; everything else is inherited."""
 
@@ -247,7 +251,7 @@ class StoreContract:
 
     # ------------------------------------------------------------------ report rules
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=150, deadline=None, suppress_health_check=BACKEND_CHECKS)
     @given(use_sp=st.booleans(), steps=steps_strategy, replay=st.lists(report_strategy, max_size=6))
     def test_runs_follow_the_one_report_rules_and_survive_a_restart(
         self, use_sp: bool, steps: list[list[ReportIn] | None], replay: list[ReportIn]
@@ -282,7 +286,7 @@ class StoreContract:
 
         self.run_in_fresh_place(scenario)
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=150, deadline=None, suppress_health_check=BACKEND_CHECKS)
     @given(
         use_sp=st.booleans(),
         runs=st.lists(
