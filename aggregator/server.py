@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-import signal
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +31,7 @@ from aggregator.rpc_handlers import add_services
 from aggregator.service import AdminService, CollectorService
 from aggregator.store.base import Store
 from aggregator.store.sqlite import SqliteStore
+from aggregator.until_signal import serve_until_signal
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -241,22 +241,7 @@ class AggregatorServer:
 StartedHook = Callable[[AggregatorServer, int], None]
 
 
-async def _run(config: AggregatorConfig, on_started: StartedHook | None = None) -> None:
-    server = AggregatorServer(config)
-    port = await server.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        if on_started is not None:
-            on_started(server, port)
-        await stop.wait()
-    finally:
-        await server.stop(grace=5.0)
-
-
 def run(config: AggregatorConfig, on_started: StartedHook | None = None) -> None:
     """Serve until SIGINT/SIGTERM, then shut down gracefully (blocking). `on_started(server,
     port)` runs once the server is listening (e.g. to announce the port it bound)."""
-    asyncio.run(_run(config, on_started))
+    serve_until_signal(lambda: AggregatorServer(config), on_started, grace=5.0)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from aggregator.issuer.quota import QuotaLedger
 from aggregator.issuer.service import IssuerService
 from aggregator.issuer.signing import Signer
 from aggregator.server import ensure_port_free
+from aggregator.until_signal import serve_until_signal
 from ldpcollect.admission.enrollment import load_or_create_key
 from ldpcollect.v1 import issuer_pb2 as ipb
 from ldpcollect.v1 import issuer_pb2_grpc as ipb_grpc
@@ -124,20 +124,6 @@ class IssuerServer:
             await asyncio.to_thread(self._signer.close)
 
 
-async def _run(config: IssuerConfig, on_started: Callable[[IssuerServer, int], None]) -> None:
-    server = IssuerServer(config)
-    port = await server.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        on_started(server, port)
-        await stop.wait()
-    finally:
-        await server.stop(grace=2.0)
-
-
 def run(config: IssuerConfig, on_started: Callable[[IssuerServer, int], None]) -> None:
     """Serve until SIGINT/SIGTERM (blocking)."""
-    asyncio.run(_run(config, on_started))
+    serve_until_signal(lambda: IssuerServer(config), on_started, grace=2.0)
