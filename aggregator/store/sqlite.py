@@ -36,14 +36,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import queue
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -66,29 +64,18 @@ from aggregator.store.release_codec import release_from_json, release_to_json
 from aggregator.store.rows import PROGRESS_COLUMNS, LogRow, QueryRow, progress_values
 from aggregator.store.single_writer import DatabaseInUse, WriterLock
 from aggregator.store.snapshots import Snapshots
+from aggregator.store.sqlite_file import (
+    INSERT_LOG,
+    SCHEMA,
+    DatabaseUnusable,
+    create_private,
+    migrate_legacy_reports,
+    storage_error,
+)
 
 log = logging.getLogger(__name__)
 
 
-def _statements(script: str) -> list[str]:
-    """The complete SQL statements of a script, in order (comments kept with their statement)."""
-    statements: list[str] = []
-    pending = ""
-    for line in script.splitlines(keepends=True):
-        pending += line
-        if sqlite3.complete_statement(pending):
-            statements.append(pending.strip())
-            pending = ""
-    return statements
-
-
-SCHEMA = [
-    statement
-    for name in ("sqlite_v2.sql", "sqlite_tokens.sql")
-    for statement in _statements(
-        resources.files("aggregator.store").joinpath(f"schema/{name}").read_text("utf-8")
-    )
-]
 _INSERT_QUERY = (
     f"INSERT INTO queries ({', '.join(QueryRow._fields)}) "
     f"VALUES ({', '.join('?' * len(QueryRow._fields))})"
@@ -96,13 +83,6 @@ _INSERT_QUERY = (
 _UPDATE_PROGRESS = (
     f"UPDATE queries SET {', '.join(f'{c} = ?' for c in PROGRESS_COLUMNS)} WHERE query_id = ?"
 )
-_INSERT_LOG = (
-    f"INSERT INTO reports ({', '.join(LogRow._fields)}) "
-    f"VALUES ({', '.join('?' * len(LogRow._fields))})"
-)
-# Before the report log (schema version 1), reports were stored one row each; such a file is
-# converted in place when opened.
-_LEGACY_REPORT_COLUMNS = {"query_id", "report_id", "pseudonym", "round", "answers"}
 
 
 class CommitObserver(Protocol):
@@ -169,7 +149,7 @@ class SqliteStore(Snapshots):
         self._loop = asyncio.get_running_loop()
         try:
             self._writer_lock.acquire()  # before reading anything: one writer per file
-            _create_private(self._path)
+            create_private(self._path)
             self._conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
             self._prepare()
         except Exception as exc:
@@ -194,7 +174,7 @@ class SqliteStore(Snapshots):
         conn.execute("PRAGMA secure_delete=ON")
         if self._max_pages is not None:
             conn.execute(f"PRAGMA max_page_count={int(self._max_pages)}")
-        self._migrate_legacy_reports()
+        migrate_legacy_reports(conn, self._path)
         for statement in SCHEMA:
             conn.execute(statement)
         self._load()
@@ -417,7 +397,7 @@ class SqliteStore(Snapshots):
             if reread:
                 self._load(only=reread)
                 changes.touched.update((qid, self._states[qid]) for qid in reread)
-            error = _storage_error(exc)
+            error = storage_error(exc)
             results = [(request.future, error) for request in batch]
         except Exception:  # a defect: memory may be half-changed, so read everything again
             log.exception("transaction failed; reloading state from %s", self._path)
@@ -478,7 +458,7 @@ class SqliteStore(Snapshots):
         for query_id, accepted in changes.accepted.items():
             if accepted.count == 0:
                 continue
-            seq = conn.execute(_INSERT_LOG, LogRow.of(query_id, accepted)).lastrowid
+            seq = conn.execute(INSERT_LOG, LogRow.of(query_id, accepted)).lastrowid
             assert seq is not None
             state = self._states[query_id]
             self._held[query_id].written(seq)
@@ -505,41 +485,6 @@ class SqliteStore(Snapshots):
         self._ledger_body = body
 
     # ------------------------------------------------------------------ the file
-
-    def _migrate_legacy_reports(self) -> None:
-        """Convert a file from the one-row-per-report layout to the report log, atomically."""
-        assert self._conn is not None
-        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(reports)")}
-        if columns != _LEGACY_REPORT_COLUMNS:
-            return
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute("ALTER TABLE reports RENAME TO reports_legacy")
-            for statement in SCHEMA:
-                conn.execute(statement)
-            groups: dict[tuple[str, int], tuple[list[bytes], list[bytes], list[bytes]]] = {}
-            for qid, report_id, pseudonym, round_, answers in conn.execute(
-                "SELECT query_id, report_id, pseudonym, round, answers FROM reports_legacy "
-                "ORDER BY round"
-            ):
-                ids, pseudonyms, all_answers = groups.setdefault((qid, round_), ([], [], []))
-                ids.append(report_id)
-                pseudonyms.append(pseudonym)
-                all_answers.append(answers)
-            conn.executemany(
-                _INSERT_LOG,
-                [
-                    LogRow(qid, round_, len(ids), b"".join(ids), b"".join(ps), b"".join(answers))
-                    for (qid, round_), (ids, ps, answers) in groups.items()
-                ],
-            )
-            conn.execute("DROP TABLE reports_legacy")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        log.info("converted %s to the report log layout", self._path)
 
     def _restore_log(self, state: QueryState) -> int:
         """Rebuild `state`'s dedup indexes from its report log rows; returns the reports."""
@@ -597,45 +542,6 @@ class SqliteStore(Snapshots):
         }
         row = conn.execute("SELECT body FROM ledger WHERE id = 1").fetchone()
         self._ledger_body = None if row is None else str(row[0])
-
-
-class DatabaseUnusable(OSError):
-    """The database file cannot be opened or read; the message names it and what to do."""
-
-    def __init__(self, path: str, cause: BaseException) -> None:
-        if isinstance(cause, sqlite3.DatabaseError) and not isinstance(
-            cause, sqlite3.OperationalError
-        ):
-            what = (
-                "it is damaged or not an ldpcollect database; restore it from a backup, or "
-                "pass --db with a new file name to start an empty database"
-            )
-        elif isinstance(cause, sqlite3.OperationalError | PermissionError | FileNotFoundError):
-            what = (
-                "it cannot be opened; check that the file and its directory exist and that "
-                "this user may read and write both"
-            )
-        else:
-            what = (
-                "its contents cannot be read back; restore it from a backup, or pass --db with "
-                "a new file name to start an empty database"
-            )
-        super().__init__(f"cannot use the database {path}: {what} ({cause})")
-
-
-def _create_private(path: str) -> None:
-    """Create the database file readable by this user only (SQLite gives its -wal and -shm
-    files the same mode); an existing file is left as it is."""
-    with contextlib.suppress(FileExistsError):
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-
-
-def _storage_error(exc: sqlite3.Error) -> ServiceError:
-    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
-        return Unavailable(
-            "the aggregator's storage is full: nothing of this request was stored; retry later"
-        )
-    return StorageFailure(f"storage failure, nothing of this request was stored; retry: {exc}")
 
 
 def _unavailable() -> Unavailable:
