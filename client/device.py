@@ -27,7 +27,7 @@ from client.retry import (
     RetryPolicy,
     error_code,
     error_details,
-    is_transient,
+    is_retryable,
     next_delay,
 )
 from client.state import KEY_BYTES, DeviceState, QueryRecord
@@ -269,7 +269,7 @@ class Device:
                 return fn()
             except grpc.RpcError as err:
                 code = error_code(err)
-                backoff = next(delays, None) if is_transient(code) else None
+                backoff = next(delays, None) if is_retryable(err) else None
                 delay = next_delay(backoff, err, self._jitter_rng)
                 if delay is None:
                     raise ReportFailed(code, error_details(err), attempt) from err

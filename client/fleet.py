@@ -40,7 +40,7 @@ from client.fleet_state import FleetQuery, FleetState
 from client.fleet_tokens import FleetTokens
 from client.leakage import DeviceBudget, query_cost
 from client.query_info import QueryInfo
-from client.retry import RetryPolicy, is_transient, next_delay
+from client.retry import RetryPolicy, is_retryable, is_transient, next_delay
 from ldpcollect import geo
 from ldpcollect.errors import ParameterError
 from ldpcollect.v1 import ldpcollect_pb2 as pb
@@ -401,7 +401,7 @@ class _Sender:
             try:
                 return await call()
             except grpc.aio.AioRpcError as err:
-                backoff = next(delays, None) if is_transient(err.code()) else None
+                backoff = next(delays, None) if is_retryable(err) else None
                 delay = next_delay(backoff, err, self.rng)
                 if delay is None:
                     self.fail(count, err.code().name, err.details() or "")
