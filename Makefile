@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest bench-overload bench-tokens bench-vdaf bench-accounting pilot bench-startup bench-secure clean
+.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest bench-held bench-release bench-overload bench-tokens bench-vdaf bench-accounting pilot bench-startup bench-secure bench-stores clean
 
 # The first install takes about 2 minutes: it says so, and lists each package as pip fetches
 # it (the full log goes to $(VENV)/install.log).
@@ -51,7 +51,7 @@ pilot: install
 proto: install
 	$(BIN)/python scripts/gen_proto.py
 
-bench: bench-mechanisms bench-ingest bench-vdaf bench-tokens bench-overload bench-accounting bench-startup bench-secure
+bench: bench-mechanisms bench-ingest bench-held bench-release bench-vdaf bench-tokens bench-overload bench-accounting bench-startup bench-secure bench-stores
 
 bench-mechanisms: install
 	$(BIN)/python bench/mechanisms.py
@@ -65,6 +65,12 @@ bench-startup: install
 bench-ingest: install
 	$(BIN)/python -m bench.ingest --plot out/ingest.png
 
+bench-held: install
+	$(BIN)/python -m bench.held --reports 5000000
+
+bench-release: install
+	$(BIN)/python -m bench.release
+
 bench-tokens: install
 	$(BIN)/python -m bench.tokens
 
@@ -76,6 +82,11 @@ bench-secure: install
 
 bench-overload: install
 	$(BIN)/python -m bench.overload
+
+# SQLite next to PostgreSQL (one and two replicas) on the machine's PostgreSQL at
+# 127.0.0.1:5432 (a database made for the run and dropped after; --postgres URL for another).
+bench-stores: install
+	$(BIN)/python -m bench.stores --plot out/stores.png
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

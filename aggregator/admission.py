@@ -6,6 +6,8 @@ collect in `PendingChanges` until the backend writes them with the transaction.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -64,33 +66,69 @@ def admit(
     changes: PendingChanges, states: Mapping[str, QueryState], reports: ReportColumns
 ) -> SubmitResult:
     """Apply the report rules to each report as if it were submitted alone, in order."""
-    n = len(reports)
-    if n == 0:
-        return SubmitResult()
-    query_ids = reports.query_ids
-    first = query_ids[0]
-    state = states.get(first)
-    # The common case, a run of new valid reports for one query, in one step (a single
-    # report is cheaper to check on its own).
-    if (
-        n > 1
-        and state is not None
-        and query_ids.count(first) == n
-        and state.admit_all(reports, changes.accepted_for(state))
-    ):
-        return SubmitResult(accepted=n)
-    result = SubmitResult()
-    for index in range(n):
-        report = reports.report(index)
-        state = states.get(report.query_id)
+    return admit_many(changes, states, [reports])[0]
+
+
+def admit_many(
+    changes: PendingChanges, states: Mapping[str, QueryState], submissions: list[ReportColumns]
+) -> list[SubmitResult]:
+    """`admit` for several submissions in a row, one result each, decided together.
+
+    Queries do not interact, so the reports of each query can be taken on their own, in
+    order. The common case, runs of new valid reports, is decided in one step per query for
+    all the submissions (`QueryState.admit_all`); a query whose reports do not all pass falls
+    back to one step per submission, and a submission that still does not to one report at a
+    time: the same outcomes as `admit` on each report in turn.
+    """
+    whole = submissions[0] if len(submissions) == 1 else ReportColumns.concat(submissions)
+    starts = list(itertools.accumulate((len(s) for s in submissions), initial=0))
+    outcomes: list[Outcome | None] = [None] * len(whole)  # None: accepted in a run
+    for query_id, indices in _by_query(whole.query_ids).items():
+        state = states.get(query_id)
         if state is None:
-            outcome = Outcome(unknown_query(report.query_id))
-        else:
-            outcome = state.admit(report, changes.accepted_for(state))
-        if not outcome.ok:
-            result.rejected.append((index, outcome))
-        elif outcome.duplicate:
-            result.duplicates += 1
-        else:
-            result.accepted += 1
-    return result
+            for i in indices:
+                outcomes[i] = Outcome(unknown_query(query_id))
+            continue
+        run = whole if len(indices) == len(whole) else whole.take(indices)
+        if len(indices) > 1 and state.admit_all(run, changes.accepted_for(state)):
+            continue
+        for part in _within(indices, starts) if len(submissions) > 1 else [indices]:
+            subset = whole if len(part) == len(whole) else whole.take(part)
+            if len(part) > 1 and state.admit_all(subset, changes.accepted_for(state)):
+                continue
+            for i in part:
+                outcomes[i] = state.admit(whole.report(i), changes.accepted_for(state))
+    results = []
+    for start, stop in itertools.pairwise(starts):
+        result = SubmitResult()
+        for index, outcome in enumerate(outcomes[start:stop]):
+            if outcome is None:
+                result.accepted += 1
+            elif not outcome.ok:
+                result.rejected.append((index, outcome))
+            elif outcome.duplicate:
+                result.duplicates += 1
+            else:
+                result.accepted += 1
+        results.append(result)
+    return results
+
+
+def _by_query(query_ids: list[str]) -> dict[str, list[int]]:
+    """Positions of each query's reports, in order (one query: no per-report step)."""
+    first = query_ids[0] if query_ids else ""
+    if query_ids.count(first) == len(query_ids):
+        return {first: list(range(len(query_ids)))} if query_ids else {}
+    groups: dict[str, list[int]] = {}
+    for i, query_id in enumerate(query_ids):
+        groups.setdefault(query_id, []).append(i)
+    return groups
+
+
+def _within(indices: list[int], starts: list[int]) -> list[list[int]]:
+    """`indices` (ascending) in parts, one per submission they fall in (`starts`: the first
+    index of each submission)."""
+    parts: dict[int, list[int]] = {}
+    for i in indices:
+        parts.setdefault(bisect.bisect_right(starts, i) - 1, []).append(i)
+    return list(parts.values())

@@ -7,12 +7,14 @@ and the same layout, as protobuf serializes it (field order 1..5, each present o
 
 so the whole request is `n` equal-length records `0x0a <varint L> <Report>`. `decode_uniform`
 reads the first record's layout, checks with numpy that every record has the same tag and
-length bytes and the same query id, then slices the columns out of an (n, record) byte matrix.
+length bytes, then slices the columns out of an (n, record) byte matrix. Query ids may differ
+from record to record (a batch mixing queries whose ids have one length).
 
 Anything else (reports of different lengths, fields in another order, repeated or unknown
 fields, a field proto3 leaves out because it holds its default, such as round 0 or empty
-answers, a multi-byte round varint, a non-canonical varint, a non-ASCII query id, trailing or
-truncated bytes) returns None, and the caller parses with protobuf instead. The fast path only
+answers, a multi-byte round varint, a non-canonical varint, a non-ASCII query id, query ids
+of different lengths, trailing or truncated bytes) returns None, and the caller parses with
+protobuf instead. The fast path only
 ever accepts bytes whose protobuf parse has exactly the columns it returns.
 """
 
@@ -56,17 +58,17 @@ class _Layout:
     """Where the fields sit in every record of a uniform batch (offsets within a record)."""
 
     record_bytes: int
-    query_id: str
+    query_id: tuple[int, int]
     round_at: int
     pseudonym: tuple[int, int]
     report_id: tuple[int, int]
     answers: tuple[int, int]
 
     def fixed_positions(self) -> npt.NDArray[np.intp]:
-        """Offsets of the bytes that must be equal in all records: tags, lengths, query id."""
+        """Offsets of the bytes that must be equal in all records: tags and lengths."""
         variable = np.zeros(self.record_bytes, dtype=bool)
         variable[self.round_at] = True
-        for start, stop in (self.pseudonym, self.report_id, self.answers):
+        for start, stop in (self.query_id, self.pseudonym, self.report_id, self.answers):
             variable[start:stop] = True
         return np.flatnonzero(~variable)
 
@@ -98,10 +100,6 @@ def _first_layout(data: bytes) -> _Layout | None:
         return None
     query_length, query_start = query_header
     query_end = query_start + query_length
-    try:
-        query_id = data[query_start:query_end].decode("ascii")
-    except UnicodeDecodeError:
-        return None  # protobuf's UTF-8 rules decide anything beyond ASCII
     # Round: one varint byte (rounds 0..127), not left out.
     round_at = query_end + 1
     if round_at >= end or data[query_end] != _ROUND or data[round_at] >= 0x80:
@@ -111,7 +109,7 @@ def _first_layout(data: bytes) -> _Layout | None:
     answers = None if report_id is None else _bytes_field(data, report_id[1], _ANSWERS)
     if pseudonym is None or report_id is None or answers is None or answers[1] != end:
         return None
-    return _Layout(end, query_id, round_at, pseudonym, report_id, answers)
+    return _Layout(end, (query_start, query_end), round_at, pseudonym, report_id, answers)
 
 
 def _column(records: npt.NDArray[np.uint8], span: tuple[int, int]) -> list[bytes]:
@@ -120,6 +118,26 @@ def _column(records: npt.NDArray[np.uint8], span: tuple[int, int]) -> list[bytes
     block = np.ascontiguousarray(records[:, start:stop])
     values: list[bytes] = block.view(f"V{stop - start}").ravel().tolist()
     return values
+
+
+def _query_ids(records: npt.NDArray[np.uint8], span: tuple[int, int]) -> list[str] | None:
+    """Each record's query id (one string object per distinct id), or None if any id is not
+    ASCII (protobuf's UTF-8 rules decide those)."""
+    start, stop = span
+    block = records[:, start:stop]
+    if (block >= 0x80).any():
+        return None
+    first = block[0]
+    if (block == first).all():  # the common case: one query
+        return [first.tobytes().decode("ascii")] * len(records)
+    distinct, inverse = np.unique(_column_values(block), return_inverse=True)
+    names = [bytes(v).decode("ascii") for v in distinct.tolist()]
+    return [names[i] for i in inverse.tolist()]
+
+
+def _column_values(block: npt.NDArray[np.uint8]) -> npt.NDArray[np.void]:
+    width = block.shape[1]
+    return np.ascontiguousarray(block).view(f"V{width}").ravel()
 
 
 def decode_uniform(data: bytes) -> ReportColumns | None:
@@ -139,8 +157,11 @@ def decode_uniform(data: bytes) -> ReportColumns | None:
     rounds = records[:, layout.round_at]
     if (rounds >= 0x80).any():
         return None  # a multi-byte round varint in some record
+    query_ids = _query_ids(records, layout.query_id)
+    if query_ids is None:
+        return None
     return ReportColumns(
-        query_ids=[layout.query_id] * n,
+        query_ids=query_ids,
         rounds=rounds.tolist(),
         pseudonyms=_column(records, layout.pseudonym),
         report_ids=_column(records, layout.report_id),

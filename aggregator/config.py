@@ -42,6 +42,24 @@ class AggregatorConfig:
     tls_client_ca: str | Path | None = None
     # Server reflection lists the Collector (and health); True lists the Admin service too.
     reflection_admin: bool = False
+    # Device admission: the token issuer's directory file (JSON, public keys; re-read when it
+    # changes). Without it, queries that require tokens cannot be created.
+    token_directory: str | Path | None = None
+    # Worker processes verifying tokens (0: one worker thread).
+    token_verify_processes: int = 0
+    # A PostgreSQL URL (postgresql://USER@HOST:PORT/DB) to share with other replicas instead
+    # of the SQLite file `db_path`; `store_pool_size` connections per replica.
+    store_url: str | None = None
+    store_pool_size: int = 4
+
+    @property
+    def store_name(self) -> str:
+        """Where the state lives, for logs and the ready line (no password)."""
+        if self.store_url is None:
+            return str(self.db_path)
+        from aggregator.store.postgres import shown_url
+
+        return shown_url(self.store_url)
 
     @property
     def tls(self) -> bool:
@@ -71,6 +89,8 @@ class AggregatorConfig:
         if self.stream_chunk_reports < 1:
             raise ValueError(f"stream_chunk_reports must be >= 1, got {self.stream_chunk_reports}")
         _ = self.overload_limits  # raises ValueError on a bad overload setting
+        if self.store_pool_size < 1:
+            raise ValueError(f"store_pool_size must be >= 1, got {self.store_pool_size}")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError(
                 "tls_cert and tls_key must be given together (both PEM files) or not at all, "

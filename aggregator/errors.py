@@ -39,6 +39,15 @@ class Invalid(ServiceError):
     """The request itself is malformed (wrong lengths, bad parameters)."""
 
 
+class Unauthenticated(ServiceError):
+    """The request lacks the credential it needs (a report without its admission token)."""
+
+
+class PermissionDenied(ServiceError):
+    """The request's credential is not valid for it (a token that does not verify, or was
+    issued for another query or round)."""
+
+
 class Exhausted(ServiceError):
     """A limit is reached: the privacy budget, or a size the server accepts."""
 

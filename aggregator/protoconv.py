@@ -7,9 +7,9 @@ from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from aggregator.estimates_wire import encode_estimates
 from aggregator.model import QueryInfo, ReleaseRecord
 from aggregator.release import StoredLedger, epoch_seconds
-from ldpcollect.accounting.release_cost import PrivacyClaim
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.wire import mechanism_to_proto, noise_sigma_to_proto, scheme_from_text
 
@@ -36,12 +36,16 @@ def query_to_proto(info: QueryInfo) -> pb.Query:
         reports_per_round=info.reports_per_round,
         completed_devices=info.completed_devices,
         created_at=timestamp(info.created_at),
+        require_tokens=spec.token_issuer is not None,
+        token_issuer=spec.token_issuer or "",
     )
 
 
 def claim_to_proto(claim: dict[str, Any]) -> pb.PrivacyClaim:
     """A stored claim (`PrivacyClaim.to_json()`: null, or legacy "inf", for no bound) as its
     wire message (+inf for no bound)."""
+    from ldpcollect.accounting.release_cost import PrivacyClaim  # on first use: see release.py
+
     c = PrivacyClaim.from_json(claim)
     return pb.PrivacyClaim(
         view=c.view,
@@ -58,6 +62,20 @@ def claim_to_proto(claim: dict[str, Any]) -> pb.PrivacyClaim:
 
 
 def release_to_proto(record: ReleaseRecord) -> pb.QueryRelease:
+    """The release as its wire message; the estimates are encoded with numpy
+    (`estimates_wire`) and parsed with the rest, one message per target costing too much at
+    tens of thousands of targets."""
+    head = pb.QueryRelease(
+        query_id=record.query_id,
+        participants=record.participants,
+        released_at=timestamp(record.released_at),
+        claims=[claim_to_proto(c) for c in record.claims],
+    )
+    return pb.QueryRelease.FromString(head.SerializeToString() + encode_estimates(record.estimates))
+
+
+def release_to_proto_per_message(record: ReleaseRecord) -> pb.QueryRelease:
+    """`release_to_proto` one message per estimate (the reference its tests compare with)."""
     return pb.QueryRelease(
         query_id=record.query_id,
         participants=record.participants,

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -39,14 +39,28 @@ import numpy.typing as npt
 from aggregator.errors import Exhausted, FailedPrecondition, Invalid, ServiceError
 from aggregator.model import QueryInfo, ReleaseRecord, TargetRelease
 from aggregator.store.base import LedgerFn
-from ldpcollect.accounting.discrete_gaussian import (
-    discrete_gaussian_variance,
-    sample_discrete_gaussian,
-)
-from ldpcollect.accounting.ledger import BudgetExceeded, PrivacyLedger
-from ldpcollect.accounting.release_cost import PrivacyClaim, release_claims
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms.no_privacy import gives_no_privacy
+
+if TYPE_CHECKING:
+    from ldpcollect.accounting.ledger import BudgetExceeded, PrivacyLedger
+    from ldpcollect.accounting.release_cost import PrivacyClaim
+
+# `ldpcollect.accounting` (and the SciPy it needs) is imported on first use, not at start:
+# it is most of a server's start-up time, and a restart should not wait for it.
+
+
+def _new_ledger() -> PrivacyLedger:
+    from ldpcollect.accounting.ledger import PrivacyLedger
+
+    return PrivacyLedger()
+
+
+def _budget_exceeded() -> type[BudgetExceeded]:
+    from ldpcollect.accounting.ledger import BudgetExceeded
+
+    return BudgetExceeded
+
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +84,7 @@ def epoch_seconds(stamp: str) -> float:
 class StoredLedger:
     """The ledger as stored: C's `PrivacyLedger` and every budget change (an audit trail)."""
 
-    ledger: PrivacyLedger = field(default_factory=PrivacyLedger)
+    ledger: PrivacyLedger = field(default_factory=_new_ledger)
     budget_changes: list[dict[str, Any]] = field(default_factory=list)
     # Releases recorded by an aggregator version without accounting (no claims): listed, not
     # counted; GetLedger says so.
@@ -84,6 +98,8 @@ class StoredLedger:
 
     @classmethod
     def from_body(cls, body: str | None) -> StoredLedger:
+        from ldpcollect.accounting.ledger import PrivacyLedger
+
         if body is None:
             return cls()
         data = json.loads(body)
@@ -133,6 +149,8 @@ class ReleaseAccounting:
         with self._lock:
             cached = self._cache.get(key)
         if cached is None:
+            from ldpcollect.accounting.release_cost import release_claims
+
             try:
                 cached = tuple(
                     release_claims(
@@ -160,6 +178,11 @@ class ReleaseAccounting:
 
     def noise(self, sigma: Fraction, shape: tuple[int, ...]) -> tuple[Counts, float]:
         """Exact discrete Gaussian integers of that shape and their per-count variance."""
+        from ldpcollect.accounting.discrete_gaussian import (
+            discrete_gaussian_variance,
+            sample_discrete_gaussian,
+        )
+
         sigma_sq = sigma * sigma
         size = int(np.prod(shape))
         draws = sample_discrete_gaussian(sigma_sq, size)
@@ -217,13 +240,14 @@ class Releaser:
     def _release(
         self, query: QueryInfo, counts: Counts, ledger_body: str | None
     ) -> tuple[ReleaseRecord, str | None]:
+        budget_exceeded = _budget_exceeded()
         stored = StoredLedger.from_body(ledger_body)
         ledger = stored.ledger
         # 1-2. Claims, then the filter: refuse before anything is computed or noised.
         claims = self._acct.claims(query, stored.reporting_delta)
         try:
             ledger.check(claims)
-        except BudgetExceeded as exc:
+        except budget_exceeded as exc:
             raise refusal(query.query_id, exc) from exc
         # 3. Noise on every released round count.
         released = counts.astype(np.int64, copy=True)
@@ -239,26 +263,27 @@ class Releaser:
         released_at = self._clock()
         try:
             ledger.charge(query.query_id, claims, iso_time(released_at))
-        except BudgetExceeded as exc:  # cannot happen after check; kept for safety
+        except budget_exceeded as exc:  # cannot happen after check; kept for safety
             raise refusal(query.query_id, exc) from exc
         except ParameterError as exc:
             raise FailedPrecondition(str(exc)) from exc
+        # Columns to Python numbers once (`tolist`), not one numpy scalar at a time: a
+        # release of 65,536 targets builds that many records.
+        columns = zip(
+            query.spec.targets,
+            np.asarray(est.estimate, dtype=np.float64).tolist(),
+            np.asarray(est.std_error, dtype=np.float64).tolist(),
+            np.asarray(est.ci_low, dtype=np.float64).tolist(),
+            np.asarray(est.ci_high, dtype=np.float64).tolist(),
+            [n] * len(query.spec.targets),
+            map(tuple, released.T.tolist()),
+            strict=True,
+        )
         record = ReleaseRecord(
             query_id=query.query_id,
             participants=n,
             released_at=released_at,
-            estimates=tuple(
-                TargetRelease(
-                    location_id=target,
-                    estimate=float(est.estimate[i]),
-                    std_error=float(est.std_error[i]),
-                    ci_low=float(est.ci_low[i]),
-                    ci_high=float(est.ci_high[i]),
-                    participants=n,
-                    round_counts=tuple(int(c) for c in released[:, i]),
-                )
-                for i, target in enumerate(query.spec.targets)
-            ),
+            estimates=tuple(map(TargetRelease._make, columns)),
             claims=tuple(c.to_json() for c in claims),
         )
         return record, stored.to_body()
@@ -273,6 +298,8 @@ def release_function(
 
 
 def _validated_budget(epsilon: float, delta: float) -> PrivacyLedger:
+    from ldpcollect.accounting.ledger import PrivacyLedger
+
     try:
         return PrivacyLedger(epsilon, delta)
     except ParameterError as exc:
@@ -294,6 +321,8 @@ def set_budget_function(
         raise Invalid(f"filter must be one of {', '.join(LEDGER_FILTERS)} (or empty to keep it)")
 
     def update(body: str | None) -> str:
+        from ldpcollect.accounting.ledger import PrivacyLedger
+
         stored = StoredLedger.from_body(body)
         old = stored.ledger
         chosen = filter or old.filter

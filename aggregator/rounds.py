@@ -3,6 +3,9 @@
 Owned by the store's single writer thread: every change happens there, in order, so two
 concurrent copies of one report can never both be counted. This state is the authority for
 deduplication; the store persists it as an append-only report log and rebuilds it at start.
+Held reports cost little memory: report ids and pseudonyms live in compact key indexes
+(`aggregator.keyindex`, 20 bytes a key), SP's waiting round-1 answers as packed bits, and the
+rest of a report is looked up (`aggregator.held`) only when its id comes again.
 
 Counts are per-target sums over devices that completed every round. For randomized response
 (one round) a report is counted when it arrives. For Sampling Privacy a device's round-1
@@ -10,14 +13,14 @@ answers wait, individually, until its round-2 report arrives; then both rounds e
 counts together, so a device that drops out after round 1 never biases the estimate.
 
 Two ways in, one set of rules: `admit` checks a single report; `admit_all` takes a whole run
-of reports for one query at once (set operations and numpy instead of a Python step per
-report) when, and only when, every one of them would be accepted by `admit` in turn. When any
+of reports for one query at once (sorted numpy lookups instead of a Python step per report)
+when, and only when, every one of them would be accepted by `admit` in turn. When any
 report would not, `admit_all` changes nothing and the caller falls back to `admit`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -25,6 +28,8 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.errors import AlreadyExists, FailedPrecondition, Invalid
+from aggregator.held import HeldReports, InMemoryHeld, PackedRows
+from aggregator.keyindex import KeyIndex
 from aggregator.model import (
     ACCEPTED,
     DUPLICATE,
@@ -68,6 +73,28 @@ class ReportColumns:
             self.answers[index],
         )
 
+    def take(self, indices: list[int]) -> ReportColumns:
+        """The reports at `indices`, in that order."""
+        return ReportColumns(
+            [self.query_ids[i] for i in indices],
+            [self.rounds[i] for i in indices],
+            [self.pseudonyms[i] for i in indices],
+            [self.report_ids[i] for i in indices],
+            [self.answers[i] for i in indices],
+        )
+
+    @classmethod
+    def concat(cls, parts: Iterable[ReportColumns]) -> ReportColumns:
+        """All the reports of `parts`, one after the other."""
+        columns = cls()
+        for part in parts:
+            columns.query_ids += part.query_ids
+            columns.rounds += part.rounds
+            columns.pseudonyms += part.pseudonyms
+            columns.report_ids += part.report_ids
+            columns.answers += part.answers
+        return columns
+
     @classmethod
     def of(cls, reports: Iterable[ReportIn]) -> ReportColumns:
         columns = cls()
@@ -102,27 +129,17 @@ class Progress(NamedTuple):
     current_round: int
     reports_per_round: tuple[int, ...]
     completed_devices: int
-    held_runs: int
+    held_reports: int
 
 
-class HeldRun(NamedTuple):
-    """Accepted reports of one round, packed: `n` ids, pseudonyms and answers back to back."""
+class LogEntry(NamedTuple):
+    """Stored reports of one round, packed: `n` ids, pseudonyms and answers back to back."""
 
     round: int
+    n: int
     report_ids: bytes
     pseudonyms: bytes
     answers: bytes
-
-
-def _key_index(packed: bytes, key: bytes) -> int:
-    """Index of `key` among the fixed-width keys packed in `packed` (it is there)."""
-    width = len(key)
-    at = packed.find(key)
-    while at > 0 and at % width:  # a match straddling two keys: look further
-        at = packed.find(key, at + 1)
-    if at < 0:
-        raise RuntimeError(f"report id {key.hex()} is indexed but not in its held run")
-    return at // width
 
 
 @dataclass
@@ -134,20 +151,19 @@ class QueryState:
     counts: Counts
     reports_per_round: list[int]
     completed_devices: int
-    # Accepted reports still held, in runs (one per admitted request or restored log slice):
-    # each run keeps its reports' fields packed, and the dedup index maps a report id to its
-    # run's number. A run number is one int object shared by the whole run, and no per-report
-    # answers or lists stay alive, so holding a report costs little more than its dict entry.
-    by_report_id: dict[bytes, int] = field(default_factory=dict)
-    held_runs: list[HeldRun] = field(default_factory=list)
-    # Per round (index 0 = round 1): pseudonyms of devices that reported that round.
-    devices_by_round: list[set[bytes]] = field(default_factory=list)
-    # Sampling Privacy: round-1 answers of devices whose round-2 report has not arrived.
-    awaiting_round2: dict[bytes, bytes] = field(default_factory=dict)
+    # Held reports (until the release), as compact indexes: report id -> ordinal of the report
+    # in `held`; per round (index 0 = round 1), device pseudonym -> ordinal of its report among
+    # that round's. Sampling Privacy: the round-1 answers, row = round-1 ordinal; a device
+    # waits for round 2 while it is in round 1's index and not in round 2's.
+    report_ids: KeyIndex = field(default_factory=KeyIndex)
+    devices_by_round: list[KeyIndex] = field(default_factory=list)
+    round1_answers: PackedRows = field(default_factory=lambda: PackedRows(1))
+    held: HeldReports = field(default_factory=lambda: InMemoryHeld(1))
 
     @classmethod
     def new(cls, spec: QuerySpec, created_at: float) -> QueryState:
         rounds = spec.mechanism.rounds
+        width = (len(spec.targets) + 7) // 8
         return cls(
             spec=spec,
             status=QueryStatus.OPEN,
@@ -156,7 +172,9 @@ class QueryState:
             counts=np.zeros((rounds, len(spec.targets)), dtype=np.int64),
             reports_per_round=[0] * rounds,
             completed_devices=0,
-            devices_by_round=[set() for _ in range(rounds)],
+            devices_by_round=[KeyIndex() for _ in range(rounds)],
+            round1_answers=PackedRows(width),
+            held=InMemoryHeld(width),
         )
 
     @property
@@ -173,6 +191,10 @@ class QueryState:
         used = len(self.spec.targets) % 8
         return 0 if used == 0 else (1 << (8 - used)) - 1
 
+    @property
+    def keeps_round1_answers(self) -> bool:
+        return self.rounds == 2
+
     def snapshot(self) -> QueryInfo:
         return QueryInfo(
             spec=self.spec,
@@ -183,38 +205,27 @@ class QueryState:
             created_at=self.created_at,
         )
 
-    def restore_reports(
-        self,
-        round_: int,
-        report_ids: list[bytes],
-        pseudonyms: list[bytes],
-        answers: list[bytes],
-    ) -> None:
-        """Rebuild the dedup indexes from one stored log entry (counts are stored separately).
-
-        Entries may come in any order: a round-1 device waits for round 2 only while no
-        round-2 report of it is known.
-        """
-        for start in range(0, len(report_ids), _RESTORED_RUN):
-            stop = start + _RESTORED_RUN
-            self._hold(
-                round_,
-                report_ids[start:stop],
-                b"".join(report_ids[start:stop]),
-                b"".join(pseudonyms[start:stop]),
-                b"".join(answers[start:stop]),
-            )
-        self.devices_by_round[round_ - 1].update(pseudonyms)
-        if self.rounds == 2:
-            if round_ == 1:
-                done = self.devices_by_round[1]
-                self.awaiting_round2.update(
-                    (p, a) for p, a in zip(pseudonyms, answers, strict=True) if p not in done
-                )
-            else:
-                pop = self.awaiting_round2.pop
-                for pseudonym in pseudonyms:
-                    pop(pseudonym, None)
+    def restore(self, entries: Sequence[LogEntry], *, hold: bool = True) -> None:
+        """Rebuild the dedup indexes from stored log entries in log order (counts are stored
+        separately), each index in one sorted step. With `hold`, also keep the reports in
+        `held` (a store that finds them in its own log passes False)."""
+        if not entries:
+            return
+        first = len(self.report_ids)
+        self.report_ids.bulk_add(b"".join(e.report_ids for e in entries), first)
+        for round_ in range(1, self.rounds + 1):
+            mine = [e for e in entries if e.round == round_]
+            if not mine:
+                continue
+            devices = self.devices_by_round[round_ - 1]
+            start = len(devices)
+            devices.bulk_add(b"".join(e.pseudonyms for e in mine), start)
+            if round_ == 1 and self.keeps_round1_answers:
+                for e in mine:
+                    self.round1_answers.append(e.answers)
+        if hold:
+            for e in entries:
+                self.held.hold(e.round, e.n, e.pseudonyms, e.answers)
 
     def admit(self, report: ReportIn, accepted: Accepted) -> Outcome:
         """Validate one report; when it is new and valid, record it and return ACCEPTED.
@@ -235,16 +246,13 @@ class QueryState:
                     f"got {len(report.pseudonym)}"
                 )
             )
-        run = self.by_report_id.get(report.report_id)
-        if run is not None:
-            held = self.held_runs[run]
-            i = _key_index(held.report_ids, report.report_id)
-            width = self.answer_bytes
+        ordinal = self.report_ids.get(report.report_id)
+        if ordinal is not None:
+            held = self.held.fetch(ordinal)
             if (
-                held.pseudonyms[i * REPORT_KEY_BYTES : (i + 1) * REPORT_KEY_BYTES]
-                == report.pseudonym
+                held.pseudonym == report.pseudonym
                 and held.round == report.round
-                and held.answers[i * width : (i + 1) * width] == report.answers
+                and held.answers == report.answers
             ):
                 return DUPLICATE
             return Outcome(
@@ -290,24 +298,26 @@ class QueryState:
                 )
             )
         if self.rounds == 2 and report.round == 2:
-            first = self.awaiting_round2.pop(report.pseudonym, None)
-            if first is None:
+            row = self.devices_by_round[0].get(report.pseudonym)
+            if row is None:
                 return Outcome(
                     FailedPrecondition(
                         f"device {report.pseudonym.hex()} has no round-1 report in query {qid!r}; "
                         f"only devices that answered round 1 can answer round 2"
                     )
                 )
+            first = self.round1_answers.take(np.array([row], dtype=np.int64))
             accepted.completed_answers[0].append(first)
             accepted.completed_answers[1].append(answers)
             accepted.completed += 1
         elif self.rounds == 2:
-            self.awaiting_round2[report.pseudonym] = answers
+            self.round1_answers.append(answers)
         else:
             accepted.completed_answers[0].append(answers)
             accepted.completed += 1
-        self._hold(report.round, (report.report_id,), report.report_id, report.pseudonym, answers)
-        devices.add(report.pseudonym)
+        self.report_ids.add(report.report_id, len(self.held))
+        devices.add(report.pseudonym, len(devices))
+        self.held.hold(report.round, 1, report.pseudonym, answers)
         self.reports_per_round[report.round - 1] += 1
         accepted.count += 1
         accepted.report_ids.append(report.report_id)
@@ -346,56 +356,38 @@ class QueryState:
             ]
             if np.bitwise_and(last, mask).any():
                 return False
-        run = len(self.held_runs)
-        new_ids = dict.fromkeys(report_ids, run)  # the index entries, if all pass
-        if len(new_ids) != n or not self.by_report_id.keys().isdisjoint(new_ids):
+        packed_ids = b"".join(report_ids)
+        new_ids = self.report_ids.new_keys(report_ids, packed_ids, len(self.held))
+        if new_ids is None:
+            return False
+        packed_pseudonyms = b"".join(pseudonyms)
+        devices = self.devices_by_round[round_ - 1]
+        new_devices = devices.new_keys(pseudonyms, packed_pseudonyms, len(devices))
+        if new_devices is None:
             return False
         two_rounds = self.rounds == 2
-        if two_rounds and round_ == 2 and not self.awaiting_round2.keys() >= set(pseudonyms):
-            return False
-        # Devices, checked and added in one pass over the (large) set: symmetric difference
-        # adds every new device and removes any already there, so the set grows by exactly n
-        # only when all n are distinct and new; otherwise the same update again undoes it.
-        devices = self.devices_by_round[round_ - 1]
-        before = len(devices)
-        devices.symmetric_difference_update(pseudonyms)
-        if len(devices) - before != n:
-            devices.symmetric_difference_update(pseudonyms)
-            return False
-        # Every report passes: record them all.
         if two_rounds and round_ == 2:
-            pop = self.awaiting_round2.pop
-            accepted.completed_answers[0].append(b"".join([pop(p) for p in pseudonyms]))
+            rows = self.devices_by_round[0].lookup(packed_pseudonyms)
+            if (rows < 0).any():
+                return False
+            accepted.completed_answers[0].append(self.round1_answers.take(rows))
             accepted.completed_answers[1].append(packed_answers)
             accepted.completed += n
         elif two_rounds:
-            self.awaiting_round2.update(zip(pseudonyms, answers, strict=True))
+            self.round1_answers.append(packed_answers)
         else:
             accepted.completed_answers[0].append(packed_answers)
             accepted.completed += n
-        packed_ids = b"".join(report_ids)
-        packed_pseudonyms = b"".join(pseudonyms)
-        self.held_runs.append(HeldRun(round_, packed_ids, packed_pseudonyms, packed_answers))
-        self.by_report_id.update(new_ids)
+        # Every report passes: record them all.
+        self.report_ids.add_new(new_ids)
+        devices.add_new(new_devices)
+        self.held.hold(round_, n, packed_pseudonyms, packed_answers)
         self.reports_per_round[round_ - 1] += n
         accepted.count += n
         accepted.report_ids.append(packed_ids)
         accepted.pseudonyms.append(packed_pseudonyms)
         accepted.answers.append(packed_answers)
         return True
-
-    def _hold(
-        self,
-        round_: int,
-        report_ids: Iterable[bytes],
-        packed_ids: bytes,
-        packed_pseudonyms: bytes,
-        packed_answers: bytes,
-    ) -> None:
-        """Keep one run of accepted reports (`report_ids` are those packed in `packed_ids`)."""
-        run = len(self.held_runs)
-        self.held_runs.append(HeldRun(round_, packed_ids, packed_pseudonyms, packed_answers))
-        self.by_report_id.update(dict.fromkeys(report_ids, run))
 
     def new_accepted(self) -> Accepted:
         return Accepted(
@@ -419,30 +411,18 @@ class QueryState:
             self.current_round,
             tuple(self.reports_per_round),
             self.completed_devices,
-            len(self.held_runs),
+            len(self.held),
         )
 
     def withdraw(self, accepted: Accepted) -> None:
         """Take back reports accepted in a transaction that then failed: out of the dedup
         indexes and the counts. Withdraw a transaction's `Accepted` newest first, then
         `rewind` to the progress from before it."""
-        ids = b"".join(accepted.report_ids)
-        packed = b"".join(accepted.pseudonyms)
-        pseudonyms = [
-            packed[i : i + REPORT_KEY_BYTES] for i in range(0, len(packed), REPORT_KEY_BYTES)
-        ]
-        for i in range(0, len(ids), REPORT_KEY_BYTES):
-            self.by_report_id.pop(ids[i : i + REPORT_KEY_BYTES], None)
-        self.devices_by_round[accepted.round - 1].difference_update(pseudonyms)
-        if self.rounds == 2 and accepted.round == 1:
-            for pseudonym in pseudonyms:
-                self.awaiting_round2.pop(pseudonym, None)
-        elif self.rounds == 2:
-            # Each round-2 report completed a device whose round-1 answers were waiting.
-            firsts = b"".join(accepted.completed_answers[0])
-            width = self.answer_bytes
-            for k, pseudonym in enumerate(pseudonyms):
-                self.awaiting_round2[pseudonym] = firsts[k * width : (k + 1) * width]
+        self.report_ids.discard_many(b"".join(accepted.report_ids))
+        devices = self.devices_by_round[accepted.round - 1]
+        devices.discard_many(b"".join(accepted.pseudonyms))
+        if self.keeps_round1_answers and accepted.round == 1:
+            self.round1_answers.truncate(len(devices))
         if accepted.counted:
             n_targets = len(self.spec.targets)
             for round_index, answers in enumerate(accepted.completed_answers):
@@ -456,15 +436,15 @@ class QueryState:
         self.current_round = before.current_round
         self.reports_per_round = list(before.reports_per_round)
         self.completed_devices = before.completed_devices
-        del self.held_runs[before.held_runs :]
+        self.held.truncate(before.held_reports)
 
     def forget_reports(self) -> None:
         """After a release: individual reports are gone."""
-        self.by_report_id.clear()
-        self.held_runs.clear()
+        self.report_ids.clear()
         for devices in self.devices_by_round:
             devices.clear()
-        self.awaiting_round2.clear()
+        self.round1_answers.clear()
+        self.held.clear()
 
 
 def column_sums(packed: bytes, n_rows: int, n_bits: int) -> Counts:
@@ -484,6 +464,3 @@ def column_sums(packed: bytes, n_rows: int, n_bits: int) -> Counts:
 
 
 _UNPACK_BITS = 1 << 22
-# Reports per held run when rebuilding from the log (a log row holds a whole commit group):
-# bounds the scan that locates a repeated report id within its run.
-_RESTORED_RUN = 512

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-import signal
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -26,10 +25,13 @@ from grpc_reflection.v1alpha import reflection
 
 from aggregator.config import AggregatorConfig
 from aggregator.metrics import AggregatorMetrics
+from aggregator.redemption import Redeemer, TokenKeys
 from aggregator.release import release_function
 from aggregator.rpc_handlers import add_services
 from aggregator.service import AdminService, CollectorService
+from aggregator.store.base import Store
 from aggregator.store.sqlite import SqliteStore
+from aggregator.until_signal import serve_until_signal
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -124,18 +126,29 @@ def transport_name(config: AggregatorConfig) -> str:
     return "TLS" if config.tls else "plaintext"
 
 
+def make_store(config: AggregatorConfig, metrics: AggregatorMetrics) -> Store:
+    """The SQLite file of `db_path`, or the PostgreSQL database of `store_url` (imported only
+    then, so a SQLite aggregator starts without loading the driver)."""
+    if config.store_url is not None:
+        from aggregator.store.postgres import PostgresStore
+
+        return PostgresStore(config.store_url, pool_size=config.store_pool_size, observer=metrics)
+    return SqliteStore(
+        config.db_path,
+        max_group_reports=config.max_group_reports,
+        group_wait_s=config.group_wait_s,
+        synchronous=config.sqlite_synchronous,
+        observer=metrics,
+    )
+
+
 class AggregatorServer:
     def __init__(self, config: AggregatorConfig) -> None:
         self.config = config
         self.metrics = AggregatorMetrics()
-        self.store = SqliteStore(
-            config.db_path,
-            max_group_reports=config.max_group_reports,
-            group_wait_s=config.group_wait_s,
-            synchronous=config.sqlite_synchronous,
-            observer=self.metrics,
-        )
+        self.store = make_store(config, self.metrics)
         self._server: grpc.aio.Server | None = None
+        self._redeemer: Redeemer | None = None
         self._health: AsyncHealthServicer | None = None
         self.port: int | None = None
         self.metrics_port: int | None = None
@@ -147,6 +160,10 @@ class AggregatorServer:
         """
         ensure_port_free(self.config.listen)
         credentials = server_credentials(self.config)
+        directory = self.config.token_directory
+        keys = None if directory is None else TokenKeys(directory)
+        self._redeemer = Redeemer(self.store, keys, self.config.token_verify_processes)
+        redeemer = self._redeemer
         await self.store.open()
         options = [
             # Without this, gRPC on Linux sets SO_REUSEPORT and a second server on the same
@@ -165,8 +182,11 @@ class AggregatorServer:
                 self.config.max_batch_reports,
                 self.config.stream_chunk_reports,
                 self.config.overload_limits,
+                redeemer,
             ),
-            AdminService(self.store, self.config.admin_token, release_function()),
+            AdminService(
+                self.store, self.config.admin_token, release_function(), redeemer=redeemer
+            ),
         )
         self._health = AsyncHealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
@@ -181,6 +201,7 @@ class AggregatorServer:
             if isinstance(exc, OSError):
                 raise
             raise OSError(f"cannot listen on {self.config.listen}: {exc}") from exc
+        await self._redeemer.start()
         await server.start()
         self._server = server
         self.port = port
@@ -193,7 +214,7 @@ class AggregatorServer:
             "aggregator listening on port %d (%s, db %s)",
             port,
             transport_name(self.config),
-            self.config.db_path,
+            self.config.store_name,
         )
         return port
 
@@ -205,6 +226,8 @@ class AggregatorServer:
             await self._health.enter_graceful_shutdown()
         await self._server.stop(grace)
         self._server = None
+        if self._redeemer is not None:
+            await asyncio.to_thread(self._redeemer.close)
         await self.store.close()
         self.metrics.shutdown()
 
@@ -218,22 +241,7 @@ class AggregatorServer:
 StartedHook = Callable[[AggregatorServer, int], None]
 
 
-async def _run(config: AggregatorConfig, on_started: StartedHook | None = None) -> None:
-    server = AggregatorServer(config)
-    port = await server.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        if on_started is not None:
-            on_started(server, port)
-        await stop.wait()
-    finally:
-        await server.stop(grace=5.0)
-
-
 def run(config: AggregatorConfig, on_started: StartedHook | None = None) -> None:
     """Serve until SIGINT/SIGTERM, then shut down gracefully (blocking). `on_started(server,
     port)` runs once the server is listening (e.g. to announce the port it bound)."""
-    asyncio.run(_run(config, on_started))
+    serve_until_signal(lambda: AggregatorServer(config), on_started, grace=5.0)

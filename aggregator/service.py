@@ -7,7 +7,7 @@ import functools
 import hmac
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, NoReturn, TypeVar
 
 import grpc
@@ -25,6 +25,7 @@ from aggregator.overload import (
     OverloadLimits,
 )
 from aggregator.protoconv import ledger_to_proto, query_to_proto, release_to_proto
+from aggregator.redemption import Redeemer
 from aggregator.release import Releaser, release_function, set_budget_function
 from aggregator.rounds import ReportColumns
 from aggregator.status_map import bounded, outcome_status, status_of
@@ -80,6 +81,17 @@ async def _overloaded(
     raise AssertionError("unreachable: abort raises")
 
 
+def _tokens_of(reports: list[pb.Report]) -> list[bytes]:
+    return [report.token for report in reports]
+
+
+def _batch_tokens(request: bytes | pb.SubmitBatchRequest) -> list[bytes]:
+    """Each report's token (parsed again only when a query of the batch requires tokens)."""
+    if isinstance(request, bytes):
+        request = pb.SubmitBatchRequest.FromString(request)
+    return _tokens_of(list(request.reports))
+
+
 class CollectorService(pb_grpc.CollectorServicer):
     def __init__(
         self,
@@ -88,9 +100,11 @@ class CollectorService(pb_grpc.CollectorServicer):
         max_batch_reports: int,
         chunk: int,
         limits: OverloadLimits | None = None,
+        redeemer: Redeemer | None = None,
     ) -> None:
         self._budget = InFlightBudget(limits or OverloadLimits())
         self._store = store
+        self._redeemer = redeemer or Redeemer(store)
         self._metrics = metrics
         self._max_batch = max_batch_reports
         self._chunk = chunk
@@ -138,7 +152,7 @@ class CollectorService(pb_grpc.CollectorServicer):
         except Overloaded as exc:
             await _overloaded(context, self._metrics, exc, 1)
         try:
-            result = await self._submit(columns)
+            result = await self._submit(columns, lambda: [report.token])
         except (ServiceError, ParameterError) as exc:
             await _fail(context, exc)
         finally:
@@ -185,13 +199,15 @@ class CollectorService(pb_grpc.CollectorServicer):
         async def send_received() -> None:
             """Hand what was read so far to the store as one chunk, within the budget."""
             nonlocal received, sent
-            chunk = report_columns(received)
+            chunk, messages = report_columns(received), received
             report_ids.extend(chunk.report_ids)
             offsets.append(sent)
             sent += len(chunk)
             received = []
             await self._budget.wait_and_take(len(chunk))
-            future = asyncio.ensure_future(self._submit(chunk))
+            future = asyncio.ensure_future(
+                self._submit(chunk, functools.partial(_tokens_of, messages))
+            )
             future.add_done_callback(functools.partial(self._give_back, len(chunk)))
             inflight.append(future)
 
@@ -277,7 +293,8 @@ class CollectorService(pb_grpc.CollectorServicer):
             await _overloaded(context, self._metrics, exc, n)
         try:
             self._batch_size.observe(n)
-            result = await _guarded(context, self._submit(reports))
+            tokens = functools.partial(_batch_tokens, request)
+            result = await _guarded(context, self._submit(reports, tokens))
         finally:
             self._budget.give_back(n)
         return self._summarize(result, reports.report_ids)
@@ -285,10 +302,13 @@ class CollectorService(pb_grpc.CollectorServicer):
     def _give_back(self, n: int, _: asyncio.Future[SubmitResult]) -> None:
         self._budget.give_back(n)
 
-    async def _submit(self, reports: ReportColumns) -> SubmitResult:
-        """Hand reports to the store; the time it takes steers the overload retry hint."""
+    async def _submit(
+        self, reports: ReportColumns, tokens: Callable[[], Sequence[bytes]]
+    ) -> SubmitResult:
+        """Redeem tokens where required (`aggregator.redemption`), then hand the reports to
+        the store; the time it takes steers the overload retry hint."""
         started = time.perf_counter()
-        result = await self._store.submit(reports)
+        result = await self._redeemer.submit(reports, tokens, self._store.submit)
         self._budget.observe_commit(time.perf_counter() - started)
         return result
 
@@ -333,8 +353,10 @@ class AdminService(pb_grpc.AdminServicer):
         admin_token: str,
         release_fn: ReleaseFn | None = None,
         clock: Callable[[], float] = time.time,
+        redeemer: Redeemer | None = None,
     ) -> None:
         self._store = store
+        self._redeemer = redeemer or Redeemer(store)
         self._token = admin_token.encode()
         self._release_fn = release_fn if release_fn is not None else release_function()
         self._clock = clock
@@ -441,4 +463,5 @@ class AdminService(pb_grpc.AdminServicer):
             targets=targets,
             min_reports=request.min_reports,
             noise_sigma=noise_sigma_from_proto(request.noise),
+            token_issuer=self._redeemer.issuer_name() if request.require_tokens else None,
         )

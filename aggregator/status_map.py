@@ -13,8 +13,10 @@ from aggregator.errors import (
     FailedPrecondition,
     Invalid,
     NotFound,
+    PermissionDenied,
     ServiceError,
     StorageFailure,
+    Unauthenticated,
     Unavailable,
 )
 from aggregator.model import Outcome
@@ -33,6 +35,8 @@ STATUS_OF: dict[type[Exception], grpc.StatusCode] = {
     Exhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Unavailable: grpc.StatusCode.UNAVAILABLE,
     StorageFailure: grpc.StatusCode.INTERNAL,
+    Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+    PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
 }
 
 

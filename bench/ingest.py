@@ -1,11 +1,15 @@
 """Ingest throughput: the aggregator's durable acknowledgements next to a bare counting server.
 
 Both servers run as their own processes on 127.0.0.1 and get the same pre-built reports on the
-same three paths (unary, client stream, batch) from this process, in one run, so the ratio
-holds however fast the machine is today. After each aggregator run the benchmark checks that
-the aggregator counted every acknowledged report (nothing acknowledged is lost).
+same paths (unary, client stream, batch, and batches mixing 4 queries) from this process, in
+one run: each repetition runs every path on the bare server and then on the aggregator, so the
+ratio holds however fast (or busy) the machine is today; rows keep the medians. After each
+aggregator run the benchmark checks that the aggregator counted every acknowledged report
+(nothing acknowledged is lost). Mixed-query batches are also compared with the aggregator's
+own single-query batches (`mixed_over_single`).
 
-    python -m bench.ingest [--reports 20000] [--targets 100] [--json] [--plot FILE.png]
+    python -m bench.ingest [--reports N] [--targets 100] [--repeat 3] [--modes batch,...]
+                           [--json] [--plot FILE.png]
 """
 
 from __future__ import annotations
@@ -46,9 +50,16 @@ def free_port() -> int:
 
 
 @contextmanager
-def process(args: list[str], port: int) -> Iterator[str]:
-    """Start a server process and yield its address once it accepts connections."""
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def process(args: list[str], port: int, code: Path | None = None) -> Iterator[str]:
+    """Start a server process and yield its address once it accepts connections (`code`: run
+    it from that checkout instead, for before/after figures)."""
+    env = dict(os.environ)
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
+    # `python -m` puts the working directory first on the path: run from that checkout.
+    proc = subprocess.Popen(
+        args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=code
+    )
     target = f"127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -73,19 +84,23 @@ def process(args: list[str], port: int) -> Iterator[str]:
             proc.wait()
 
 
-async def create_query(target: str, query_id: str, n_targets: int) -> None:
+async def create_query(
+    target: str, query_id: str, n_targets: int, noise_sigma: str | None = None
+) -> None:
+    """An RR 0.85/0.3 query over grid cells 1..n_targets (release noise `noise_sigma`)."""
     async with grpc.aio.insecure_channel(target) as channel:
         admin = pb_grpc.AdminStub(channel)
         await admin.CreateQuery(
             pb.CreateQueryRequest(
                 query_id=query_id,
-                description="ingest benchmark",
+                description="benchmark",
                 mechanism=pb.MechanismSpec(
                     randomized_response=pb.RandomizedResponse(flip1="0.85", flip2="0.3")
                 ),
                 location_scheme=pb.LocationScheme(grid=pb.GridScheme()),
                 targets=list(range(1, n_targets + 1)),
                 min_reports=1,
+                noise=pb.ReleaseNoise(sigma=noise_sigma) if noise_sigma else None,
             ),
             metadata=(("authorization", f"Bearer {ADMIN_TOKEN}"),),
         )
@@ -103,10 +118,13 @@ async def counted(target: str, query_id: str) -> int:
 
 @dataclass
 class Row:
+    """One path: median runs (by rate) of each server, and what the aggregator counted."""
+
     mode: str
     bare: LoadResult
     aggregator: LoadResult
-    counted: int
+    counted: int  # the least counted over the repetitions (each has the same reports)
+    runs: list[LoadResult]
 
     def to_json(self) -> dict[str, object]:
         def one(r: LoadResult) -> dict[str, object]:
@@ -125,7 +143,10 @@ class Row:
             "aggregator": one(self.aggregator),
             "ratio": round(self.aggregator.reports_per_second / self.bare.reports_per_second, 3),
             "aggregator_counted": self.counted,
-            "lost": self.aggregator.acknowledged - self.counted,
+            "lost": max(r.acknowledged for r in self.runs) - self.counted,
+            "aggregator_runs_reports_per_second": [
+                round(r.reports_per_second, 1) for r in self.runs
+            ],
         }
 
 
@@ -144,21 +165,39 @@ async def measure(
         )
 
 
+# A bench-only path: batches whose reports belong to MIXED_QUERIES queries in turn.
+MIXED = "batch-mixed"
+MIXED_QUERIES = 4
+
+
+def query_ids(mode: str, rep: int) -> list[str]:
+    """The queries one run of `mode` sends to (ids of equal length, as a fleet's would be)."""
+    if mode == MIXED:
+        return [f"bench-mix-{rep:02d}-{q}" for q in range(MIXED_QUERIES)]
+    return [f"bench-{mode}-{rep:02d}"]
+
+
+def reports_for(mode: str, rep: int, args: argparse.Namespace) -> list[pb.Report]:
+    """Fresh valid reports for one run (every aggregator run gets new report ids)."""
+    n = args.reports or DEFAULT_REPORTS[mode.split("-")[0]]
+    ids = query_ids(mode, rep)
+    per_query = [
+        build_reports(q, args.targets, -(-n // len(ids)), seed=1000 * rep + 10 * k + len(mode))
+        for k, q in enumerate(ids)
+    ]
+    return [per_query[i % len(ids)][i // len(ids)] for i in range(n)]
+
+
 async def run(args: argparse.Namespace) -> list[Row]:
-    bare: dict[str, LoadResult] = {}
-    aggregated: dict[str, LoadResult] = {}
-    counts: dict[str, int] = {}
+    """Each repetition runs every path on the bare server, then on the aggregator, so machine
+    noise hits both; a row keeps the medians over the repetitions."""
     modes = args.modes.split(",")
-    reports = {
-        m: build_reports(f"bench-{m}", args.targets, args.reports or DEFAULT_REPORTS[m], seed=i)
-        for i, m in enumerate(modes)
-    }
-    port = free_port()
-    with process([sys.executable, "-m", "bench.bare_server", "--port", str(port)], port) as t:
-        for mode in modes:
-            bare[mode] = await measure(t, mode, reports[mode], args, "bare")
+    bare: dict[str, list[LoadResult]] = {m: [] for m in modes}
+    aggregated: dict[str, list[LoadResult]] = {m: [] for m in modes}
+    counts: dict[str, list[int]] = {m: [] for m in modes}
     with tempfile.TemporaryDirectory() as tmp:
-        port = free_port()
+        bare_port, port = free_port(), free_port()
+        bare_args = [sys.executable, "-m", "bench.bare_server", "--port", str(bare_port)]
         serve = [
             sys.executable,
             "-m",
@@ -171,12 +210,41 @@ async def run(args: argparse.Namespace) -> list[Row]:
             "--admin-token",
             ADMIN_TOKEN,
         ]
-        with process(serve, port) as t:
-            for mode in modes:
-                await create_query(t, f"bench-{mode}", args.targets)
-                aggregated[mode] = await measure(t, mode, reports[mode], args, "aggregator")
-                counts[mode] = await counted(t, f"bench-{mode}")
-    return [Row(m, bare[m], aggregated[m], counts[m]) for m in modes]
+        aggregator = process(serve, port, args.server_code)
+        with process(bare_args, bare_port) as bare_t, aggregator as agg_t:
+            for rep in range(args.repeat):
+                for mode in modes:
+                    reports = reports_for(mode, rep, args)
+                    load_mode = "batch" if mode == MIXED else mode
+                    bare[mode].append(
+                        await measure(bare_t, load_mode, reports, args, f"bare {mode}")
+                    )
+                    for query_id in query_ids(mode, rep):
+                        await create_query(agg_t, query_id, args.targets)
+                    aggregated[mode].append(
+                        await measure(agg_t, load_mode, reports, args, f"aggregator {mode}")
+                    )
+                    counted_now = 0
+                    for query_id in query_ids(mode, rep):
+                        counted_now += await counted(agg_t, query_id)
+                    counts[mode].append(counted_now)
+    return [
+        Row(m, _median(bare[m]), _median(aggregated[m]), min(counts[m]), aggregated[m])
+        for m in modes
+    ]
+
+
+def _median(results: list[LoadResult]) -> LoadResult:
+    ordered = sorted(results, key=lambda r: r.reports_per_second)
+    return ordered[len(ordered) // 2]
+
+
+def mixed_over_single(rows: list[Row]) -> float | None:
+    """The aggregator's mixed-query batch rate over its single-query batch rate, if both ran."""
+    by_mode = {r.mode: r.aggregator.reports_per_second for r in rows}
+    if MIXED not in by_mode or not by_mode.get("batch"):
+        return None
+    return round(by_mode[MIXED] / by_mode["batch"], 3)
 
 
 def plot(rows: list[Row], path: Path) -> None:
@@ -232,7 +300,17 @@ def main() -> None:
     parser.add_argument("--targets", type=int, default=100, help="answer bits per report")
     parser.add_argument("--concurrency", type=int, default=64, help="RPCs in flight")
     parser.add_argument("--chunk", type=int, default=500, help="reports per stream or batch")
-    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument(
+        "--modes",
+        default=",".join((*MODES, MIXED)),
+        help=f"paths, of {', '.join((*MODES, MIXED))} ({MIXED}: {MIXED_QUERIES} queries in turn)",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="repetitions, bare and aggregator in turn"
+    )
+    parser.add_argument(
+        "--server-code", type=Path, help="run the aggregator from this checkout (before/after)"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--plot", type=Path, help="also draw a bar chart to this PNG")
     args = parser.parse_args()
@@ -248,7 +326,9 @@ def main() -> None:
                     "targets": args.targets,
                     "concurrency": args.concurrency,
                     "chunk": args.chunk,
+                    "repeat": args.repeat,
                     "results": [r.to_json() for r in rows],
+                    "mixed_over_single": mixed_over_single(rows),
                 },
                 indent=2,
             )
@@ -279,6 +359,9 @@ def main() -> None:
             str(j["lost"]),
         )
     Console(width=120).print(table)
+    mixed = mixed_over_single(rows)
+    if mixed is not None:
+        print(f"aggregator: batches mixing {MIXED_QUERIES} queries / single-query: {mixed:.2f}")
 
 
 if __name__ == "__main__":

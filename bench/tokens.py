@@ -1,14 +1,16 @@
 """Token cost: issuance (client blind, issuer blind sign, client finalize) and verification.
 
     .venv/bin/python -m bench.tokens [--tokens 200] [--verify 2000] [--ingest-reports 100000]
-                                     [--no-ingest] [--json]
+                                     [--no-ingest] [--no-service] [--json]
 
 Times each step of type-2 issuance per token, and `verify_tokens` on a batch, serially, in two
 threads and in a two-process pool. Baselines measured in the same run, so the ratios hold
 however busy the machine is: `cryptography`'s own RSA-PSS signing (OpenSSL, the same key) for
 our Python blind signing, and the aggregator's durable batch ingest (bench.ingest, batch path,
 its own processes on 127.0.0.1) for verification: how many times the batch path's whole
-per-report time verifying one token per report would cost.
+per-report time verifying one token per report would cost. Then, unless --no-service, the
+real services (bench.token_service): tokens/s issued by the issuer process, and the batch path's
+rate for a query that requires tokens over its rate for a plain query, in the same run.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from cryptography.hazmat.primitives import hashes
 from rich.console import Console
 from rich.table import Table
 
+from bench import token_service
 from ldpcollect.admission import blind_rsa
 from ldpcollect.admission.query_challenge import query_challenge
 from ldpcollect.admission.token_key import TokenSigningKey
@@ -167,6 +170,7 @@ def main() -> None:
     parser.add_argument("--verify", type=int, default=2000, help="tokens per verified batch")
     parser.add_argument("--ingest-reports", type=int, default=100_000)
     parser.add_argument("--no-ingest", action="store_true", help="skip the ingest baseline")
+    parser.add_argument("--no-service", action="store_true", help="skip bench.token_service")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     args = parser.parse_args()
 
@@ -188,6 +192,10 @@ def main() -> None:
             "verify_over_batch_ingest_per_report": verify / ingest_us,
             "batch_rate_with_one_serial_verify_per_report": 1e6 / (ingest_us + verify),
         }
+
+    if not args.no_service:
+        console.print("measuring issuance and redemption through the services...")
+        relations |= token_service.measure(issue=100, reports=10_000, reps=2)
 
     if args.json:
         rows = [asdict(s) | {"tokens_per_second": s.tokens_per_second} for s in steps]
@@ -223,6 +231,14 @@ def main() -> None:
             f"token per report costs {relations['verify_over_batch_ingest_per_report']:.1f}x that, "
             "so one serial verification per report would bring the batch path to "
             f"{relations['batch_rate_with_one_serial_verify_per_report']:,.0f} reports/s"
+        )
+    if not args.no_service:
+        out.print(
+            "through the services: "
+            f"{relations['issued_tokens_per_second_service']:,.0f} tokens/s issued; batch path "
+            f"{relations['batch_reports_per_second_with_tokens']:,.0f} reports/s with a token "
+            f"each vs {relations['batch_reports_per_second_plain']:,.0f} plain (ratio "
+            f"{relations['token_over_plain_batch_rate']:.3f})"
         )
 
 

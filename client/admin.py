@@ -35,6 +35,7 @@ class AdminClient:
         min_reports: int = 1,
         noise_sigma: Fraction | None = None,
         allow_no_privacy: bool = False,
+        require_tokens: bool = False,
     ) -> pb.Query:
         request = pb.CreateQueryRequest(
             query_id=query_id,
@@ -45,6 +46,7 @@ class AdminClient:
             min_reports=min_reports,
             noise=wire.noise_sigma_to_proto(noise_sigma),
             allow_no_privacy=allow_no_privacy,
+            require_tokens=require_tokens,
         )
         return self._stub.CreateQuery(request, metadata=self._metadata, timeout=self._timeout)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import grpc
 import grpc.aio
 
+from client.targets import channel_target
 from ldpcollect.errors import ParameterError
 
 ChannelOptions = Sequence[tuple[str, int | str]]
@@ -109,12 +110,13 @@ def open_channel(
     options: ChannelOptions = (),
     identity: ClientIdentity | None = None,
 ) -> grpc.Channel:
-    """A synchronous channel to `target` (host:port): TLS if `tls_ca` is given (mutual TLS
-    with `identity`)."""
+    """A synchronous channel to `target` (host:port, or several: `client.targets`): TLS if
+    `tls_ca` is given (mutual TLS with `identity`)."""
     credentials = channel_credentials(tls_ca, identity)
+    address, spread = channel_target(target)
     if credentials is None:
-        return grpc.insecure_channel(target, options=options)
-    return grpc.secure_channel(target, credentials, options=options)
+        return grpc.insecure_channel(address, options=[*spread, *options])
+    return grpc.secure_channel(address, credentials, options=[*spread, *options])
 
 
 def open_aio_channel(
@@ -123,9 +125,10 @@ def open_aio_channel(
     options: ChannelOptions = (),
     identity: ClientIdentity | None = None,
 ) -> grpc.aio.Channel:
-    """An asyncio channel to `target` (host:port): TLS if `tls_ca` is given (mutual TLS with
-    `identity`)."""
+    """An asyncio channel to `target` (host:port, or several: `client.targets`): TLS if
+    `tls_ca` is given (mutual TLS with `identity`)."""
     credentials = channel_credentials(tls_ca, identity)
+    address, spread = channel_target(target)
     if credentials is None:
-        return grpc.aio.insecure_channel(target, options=options)
-    return grpc.aio.secure_channel(target, credentials, options=options)
+        return grpc.aio.insecure_channel(address, options=[*spread, *options])
+    return grpc.aio.secure_channel(address, credentials, options=[*spread, *options])

@@ -27,10 +27,11 @@ from client.retry import (
     RetryPolicy,
     error_code,
     error_details,
-    is_transient,
+    is_retryable,
     next_delay,
 )
 from client.state import KEY_BYTES, DeviceState, QueryRecord
+from client.tokens import IssuerClient, report_challenge
 from ldpcollect.errors import ParameterError
 from ldpcollect.geo.coords import check_point
 from ldpcollect.v1 import ldpcollect_pb2 as pb
@@ -87,13 +88,17 @@ class Device:
         retry: RetryPolicy | None = None,
         on_retry: RetryHook | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        issuer: IssuerClient | None = None,
     ) -> None:
+        """`issuer`: where this enrolled device gets admission tokens, for queries that
+        require them (docs/admission.md)."""
         self.lat, self.lon = check_point(lat, lon)
         self.state = DeviceState.open(state_path, budget_epsilon, budget_delta)
         self.retry = retry or RetryPolicy()
         self._jitter_rng = random.Random()
         self.on_retry = on_retry
         self._sleep = sleep
+        self.issuer = issuer
 
     def participate(
         self,
@@ -155,6 +160,10 @@ class Device:
             return Outcome(qid, round_, "failed", "FAILED_PRECONDITION", f"no round {round_}")
         if record.acked[round_ - 1]:
             return Outcome(qid, round_, "already_acknowledged")
+        if query.require_tokens and not record.token(round_):
+            refused = self._fetch_token(record, query, round_)
+            if refused is not None:
+                return refused
         try:
             ack, attempts = self._send(stub, self.report(record, round_))
         except ReportFailed as exc:
@@ -174,7 +183,33 @@ class Device:
             device_pseudonym=record.pseudonym,
             report_id=record.report_ids[round_ - 1],
             answers=record.draw.answers(round_),
+            token=record.token(round_),
         )
+
+    def _fetch_token(self, record: QueryRecord, query: pb.Query, round_: int) -> Outcome | None:
+        """Get and save this round's token before the report is sent; an Outcome if not."""
+        qid, issuer = query.query_id, self.issuer
+        if issuer is None:
+            return Outcome(
+                qid,
+                round_,
+                "failed",
+                "UNAUTHENTICATED",
+                f"query {qid} requires admission tokens from {query.token_issuer}; this "
+                "device has no issuer (Device(issuer=IssuerClient(...)))",
+            )
+        try:
+            key = self._call(issuer.key)
+            challenge = report_challenge(key, query, round_)
+            [token] = self._call(lambda: issuer.tokens(key, [challenge]))
+        except ReportFailed as exc:
+            code = exc.code.name if exc.code is not None else "UNKNOWN"
+            return Outcome(qid, round_, "failed", code, f"token: {exc.message}", exc.attempts)
+        except ParameterError as exc:
+            return Outcome(qid, round_, "failed", "FAILED_PRECONDITION", str(exc))
+        record.set_token(round_, token)
+        self.state.save()
+        return None
 
     def _decide(self, info: QueryInfo) -> QueryRecord:
         """Budget check, then draw once and save before anything is sent."""
@@ -234,7 +269,7 @@ class Device:
                 return fn()
             except grpc.RpcError as err:
                 code = error_code(err)
-                backoff = next(delays, None) if is_transient(code) else None
+                backoff = next(delays, None) if is_retryable(err) else None
                 delay = next_delay(backoff, err, self._jitter_rng)
                 if delay is None:
                     raise ReportFailed(code, error_details(err), attempt) from err

@@ -37,9 +37,10 @@ import numpy as np
 import numpy.typing as npt
 
 from client.fleet_state import FleetQuery, FleetState
+from client.fleet_tokens import FleetTokens
 from client.leakage import DeviceBudget, query_cost
 from client.query_info import QueryInfo
-from client.retry import RetryPolicy, is_transient, next_delay
+from client.retry import RetryPolicy, is_retryable, is_transient, next_delay
 from ldpcollect import geo
 from ldpcollect.errors import ParameterError
 from ldpcollect.v1 import ldpcollect_pb2 as pb
@@ -63,6 +64,8 @@ class FleetConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     # Called with the gRPC status code before each retry of a call (tests, logging).
     on_retry: Callable[[grpc.StatusCode], None] | None = None
+    # Where the simulated devices get admission tokens, for queries that require them.
+    tokens: FleetTokens | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -301,9 +304,29 @@ async def answer_round(
     stub = pb_grpc.CollectorStub(channel)
     sender = _Sender(stub, record, info.query_id, round_, config, result, hook)
     start = time.perf_counter()
+    if query.require_tokens:
+        todo = await _with_tokens(sender, query, todo)
     await sender.run(todo)
     result.seconds = time.perf_counter() - start
     return record, result
+
+
+async def _with_tokens(
+    sender: _Sender, query: pb.Query, todo: npt.NDArray[np.intp]
+) -> npt.NDArray[np.intp]:
+    """Fetch each device's token for this round; the devices that got one."""
+    tokens = sender.config.tokens
+    if tokens is None:
+        raise FleetError(
+            f"query {query.query_id} requires admission tokens from {query.token_issuer}: "
+            "give the fleet the issuer and its enrollment key (fleet run --issuer "
+            "--enrollment-key)"
+        )
+    sender.tokens, failures = await tokens.fetch(query, sender.round, todo)
+    for (code, message), count in failures.items():
+        sender.result.sent += count  # counted as sent and failed, like a refused report
+        sender.fail(count, code, message)
+    return np.asarray([d for d in todo.tolist() if d in sender.tokens], dtype=np.intp)
 
 
 async def _stream_call(
@@ -334,6 +357,7 @@ class _Sender:
         self.result = result
         self.hook = hook
         self.rng = random.Random()
+        self.tokens: dict[int, bytes] = {}  # admission tokens by device, when required
 
     def report(self, i: int) -> pb.Report:
         r = self.round - 1
@@ -343,10 +367,11 @@ class _Sender:
             device_pseudonym=self.record.pseudonyms[i].tobytes(),
             report_id=self.record.report_ids[r, i].tobytes(),
             answers=self.record.answers[r, i].tobytes(),
+            token=self.tokens.get(i, b""),
         )
 
     async def run(self, todo: npt.NDArray[np.intp]) -> None:
-        self.result.sent = int(todo.size)
+        self.result.sent += int(todo.size)
         size = 1 if self.config.mode == "unary" else self.config.batch_size
         units: Iterator[list[int]] = (
             todo[k : k + size].tolist() for k in range(0, int(todo.size), size)
@@ -363,7 +388,7 @@ class _Sender:
     def _acked(self, devices: list[int]) -> None:
         self.record.acked[self.round - 1, devices] = True
 
-    def _fail(self, count: int, code: str, message: str) -> None:
+    def fail(self, count: int, code: str, message: str) -> None:
         self.result.failed += count
         self.result.failures[(code, message)] += count
         if self.hook is not None:
@@ -376,10 +401,10 @@ class _Sender:
             try:
                 return await call()
             except grpc.aio.AioRpcError as err:
-                backoff = next(delays, None) if is_transient(err.code()) else None
+                backoff = next(delays, None) if is_retryable(err) else None
                 delay = next_delay(backoff, err, self.rng)
                 if delay is None:
-                    self._fail(count, err.code().name, err.details() or "")
+                    self.fail(count, err.code().name, err.details() or "")
                     return None
                 self.result.retries += 1
                 if self.config.on_retry is not None:
@@ -430,7 +455,7 @@ class _Sender:
                 if is_transient(code):
                     retry_again.append(pending[position])
                 else:
-                    self._fail(1, code.name, rejection.message)
+                    self.fail(1, code.name, rejection.message)
             done = [d for k, d in enumerate(pending) if k not in rejected_positions]
             self._acked(done)
             if self.hook is not None and done:
@@ -439,7 +464,7 @@ class _Sender:
             if pending:
                 delay = next(delays, None)
                 if delay is None:
-                    self._fail(len(pending), "RESOURCE_EXHAUSTED", "retries exhausted")
+                    self.fail(len(pending), "RESOURCE_EXHAUSTED", "retries exhausted")
                     return
                 self.result.retries += 1
                 await asyncio.sleep(delay)

@@ -5,11 +5,15 @@ the clock starts and after the drain. Two deployments are recognised: every addr
 store (each count grew by what that address accepted) and several replicas on one shared store
 (each count grew by everything accepted). An RPC that failed with an unknown outcome (deadline,
 cancelled, connection lost) may or may not have been counted, so it widens the allowed range.
+Replicas on one shared store show each other's reports after a moment (PostgreSQL replicas
+refresh their read view about every second), so with several addresses a mismatch is read
+again for a few seconds before it is reported: a real loss never settles.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,3 +81,24 @@ def check_counts(
         for a in grew
     )
     return CountCheck(False, f"DISCREPANCY: {detail}", grew)
+
+
+def settled_check(
+    addresses: Sequence[str],
+    query_id: str,
+    token: str,
+    tls_ca: Path | None,
+    before: Mapping[str, int],
+    accepted: Mapping[str, int],
+    unknown: Mapping[str, int],
+    settle_s: float = 5.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> CountCheck:
+    """Read the counts after the run and compare them (see the module doc on settling)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        after = read_counts(addresses, query_id, 1, token, tls_ca)
+        check = check_counts(before, after, accepted, unknown)
+        if check.ok or len(addresses) == 1 or time.monotonic() >= deadline:
+            return check
+        sleep(0.25)

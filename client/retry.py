@@ -37,6 +37,21 @@ def is_transient(code: grpc.StatusCode | None) -> bool:
     return code in TRANSIENT_CODES
 
 
+# What the client's own gRPC core says when it failed a call itself, e.g. when the server
+# ended a stream (refusing it with a pushback hint) while requests were still being written:
+# the server's verdict never arrived. Our servers never send this text.
+CLIENT_CORE_FAILURE = "Internal error from Core"
+
+
+def is_retryable(err: grpc.RpcError) -> bool:
+    """A transient status, or a call the client's core failed on its own. Resending is safe
+    either way: a report keeps its id, and a report id is counted at most once."""
+    code = error_code(err)
+    if is_transient(code):
+        return True
+    return code == grpc.StatusCode.INTERNAL and error_details(err).startswith(CLIENT_CORE_FAILURE)
+
+
 def error_code(err: grpc.RpcError) -> grpc.StatusCode | None:
     code = getattr(err, "code", None)
     return code() if callable(code) else None

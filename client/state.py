@@ -53,6 +53,16 @@ class QueryRecord:
     draw: DeviceDraw | None = None
     acked: list[bool] = field(default_factory=list)
     reason: str = ""
+    # Admission tokens, one per round (b"" until fetched): saved before the report is sent,
+    # so a retry carries the same token as well as the same report id.
+    tokens: list[bytes] = field(default_factory=list)
+
+    def token(self, round_: int) -> bytes:
+        return self.tokens[round_ - 1] if round_ <= len(self.tokens) else b""
+
+    def set_token(self, round_: int, token: bytes) -> None:
+        self.tokens.extend(b"" for _ in range(round_ - len(self.tokens)))
+        self.tokens[round_ - 1] = token
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -65,6 +75,7 @@ class QueryRecord:
             "draw": None if self.draw is None else self.draw.to_json(),
             "acked": list(self.acked),
             "reason": self.reason,
+            "tokens": [token.hex() for token in self.tokens],
         }
 
     @classmethod
@@ -81,8 +92,11 @@ class QueryRecord:
             location = data.get("location_id")
             acked = data.get("acked", [])
             report_ids = data.get("report_ids", [])
-            if not isinstance(acked, list) or not isinstance(report_ids, list):
-                raise ValueError("acked and report_ids must be lists")
+            tokens = data.get("tokens", [])
+            if not all(isinstance(x, list) for x in (acked, report_ids, tokens)):
+                raise ValueError("acked, report_ids and tokens must be lists")
+            assert isinstance(acked, list) and isinstance(report_ids, list)
+            assert isinstance(tokens, list)
             record = cls(
                 query_id=query_id,
                 fingerprint=str(data["fingerprint"]),
@@ -95,6 +109,7 @@ class QueryRecord:
                 draw=draw,
                 acked=[bool(a) for a in acked],
                 reason=str(data.get("reason", "")),
+                tokens=[bytes.fromhex(str(token)) for token in tokens],
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ParameterError(

@@ -18,7 +18,7 @@ import secrets
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -33,6 +33,7 @@ from rich.table import Table
 from client.admin import AdminClient
 from client.fleet import FleetConfig, FleetResult, Mode, new_fleet, run_query
 from client.fleet_state import FleetState
+from client.fleet_tokens import FleetTokens
 from client.progress import fleet_progress
 from ldpcollect import geo
 from ldpcollect.errors import ParameterError
@@ -43,7 +44,7 @@ from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect_cli.release_html import write_html
 from ldpcollect_cli.release_map import write_png
 from ldpcollect_cli.release_view import ReleaseView
-from ldpcollect_cli.serve_subprocess import serve_subprocess
+from ldpcollect_cli.serve_subprocess import cli_subprocess, serve_subprocess
 from ldpcollect_cli.service_render import (
     bound,
     ledger_json,
@@ -54,6 +55,9 @@ from ldpcollect_cli.service_render import (
 from ldpcollect_cli.serving import READY_PREFIX
 
 BLOCK = 10  # 10 x 10 target cells
+# With --tokens: one token per round of each query (RR 1, SP 2, SP with noise 2).
+TOKENS_PER_DEVICE = 5
+ISSUER_READY = "ldpcollect issuer serving on "
 NOISE_SIGMA = "2"
 LABELS = {"rr": "RR 0.85/0.3", "sp": "SP s=0.5", "sp_noise": f"SP s=0.5 + noise {NOISE_SIGMA}"}
 
@@ -67,6 +71,8 @@ class DemoSettings:
     json_out: bool = False
     postprocess: str | None = None  # also show clipped / Norm-Sub estimates and their error
     maps: Path | None = None  # folder for each release's map (PNG and HTML) with the truth
+    # Admission: run an issuer, require tokens in every query, enroll the simulated devices.
+    tokens: bool = False
 
 
 def block_targets(center: tuple[float, float], side: int = BLOCK) -> list[int]:
@@ -81,12 +87,25 @@ def block_targets(center: tuple[float, float], side: int = BLOCK) -> list[int]:
 
 
 @contextmanager
-def aggregator_subprocess(db: Path, token: str) -> Iterator[str]:
+def aggregator_subprocess(db: Path, token: str, *extra: str) -> Iterator[str]:
     """`ldpcollect serve` on 127.0.0.1:0 in a child process; yields its address; stops it."""
-    args = ["--db", str(db), "--listen", "127.0.0.1:0"]
+    args = ["--db", str(db), "--listen", "127.0.0.1:0", *extra]
     env = {"LDPCOLLECT_ADMIN_TOKEN": token}
     with serve_subprocess(args, env, READY_PREFIX, "aggregator") as address:
         yield address
+
+
+@contextmanager
+def issuer_subprocess(state_dir: Path, tokens_per_epoch: int) -> Iterator[str]:
+    """`ldpcollect issuer serve` on 127.0.0.1:0, its directory written beside its state."""
+    command = ["issuer", "serve", "--state-dir", str(state_dir), "--listen", "127.0.0.1:0"]
+    command += ["-k", str(tokens_per_epoch), "--directory-out", str(directory_file(state_dir))]
+    with cli_subprocess(command, {}, ISSUER_READY, "issuer") as address:
+        yield address
+
+
+def directory_file(state_dir: Path) -> Path:
+    return state_dir.parent / "issuer-directory.json"
 
 
 def run_demo(settings: DemoSettings, console: Console) -> None:
@@ -100,9 +119,17 @@ def run_demo(settings: DemoSettings, console: Console) -> None:
     fleet = new_fleet(lats, lons)
     token = secrets.token_urlsafe(24)
     say = console.print if not settings.json_out else (lambda *a, **k: None)
-    with tempfile.TemporaryDirectory(prefix="ldpcollect-demo-") as tmp:
-        db = Path(tmp) / "aggregator.db"
-        with aggregator_subprocess(db, token) as address:
+    with tempfile.TemporaryDirectory(prefix="ldpcollect-demo-") as tmp, ExitStack() as stack:
+        db, issuer_state = Path(tmp) / "aggregator.db", Path(tmp) / "issuer"
+        extra: tuple[str, ...] = ()
+        tokens = None
+        if settings.tokens:
+            issuer = stack.enter_context(issuer_subprocess(issuer_state, TOKENS_PER_DEVICE))
+            extra = ("--token-directory", str(directory_file(issuer_state)))
+            key = (issuer_state / "enrollment.key").read_bytes()
+            tokens = FleetTokens(issuer, key, "demo")
+            say(f"token issuer on {issuer}: K = {TOKENS_PER_DEVICE} tokens per device")
+        with aggregator_subprocess(db, token, *extra) as address:
             say(f"aggregator on {address}, SQLite {db}")
             with grpc.insecure_channel(address) as channel:
                 admin = AdminClient(channel, token)
@@ -114,6 +141,7 @@ def run_demo(settings: DemoSettings, console: Console) -> None:
                         query_id="demo-rr",
                         description="demo: randomized response 0.85/0.3",
                         min_reports=100,
+                        require_tokens=settings.tokens,
                     ),
                     "sp": admin.create_query(
                         SamplingPrivacy("0.5"),
@@ -122,6 +150,7 @@ def run_demo(settings: DemoSettings, console: Console) -> None:
                         query_id="demo-sp",
                         description="demo: Sampling Privacy s = 0.5",
                         min_reports=100,
+                        require_tokens=settings.tokens,
                     ),
                     "sp_noise": admin.create_query(
                         SamplingPrivacy("0.5"),
@@ -131,13 +160,16 @@ def run_demo(settings: DemoSettings, console: Console) -> None:
                         description=f"demo: Sampling Privacy s = 0.5, release noise {NOISE_SIGMA}",
                         min_reports=100,
                         noise_sigma=Fraction(NOISE_SIGMA),
+                        require_tokens=settings.tokens,
                     ),
                 }
                 say(
                     f"queries {', '.join(q.query_id for q in queries.values())} over "
                     f"{len(targets)} grid cells around {center}"
                 )
-                results = asyncio.run(_run_fleet(address, admin, fleet, queries, settings, rng))
+                results = asyncio.run(
+                    _run_fleet(address, admin, fleet, queries, settings, rng, tokens)
+                )
                 releases: dict[str, pb.QueryRelease] = {}
                 for name, query in queries.items():
                     admin.close(query.query_id)
@@ -166,8 +198,11 @@ async def _run_fleet(
     queries: dict[str, pb.Query],
     settings: DemoSettings,
     rng: np.random.Generator,
+    tokens: FleetTokens | None = None,
 ) -> dict[str, FleetResult]:
-    config = FleetConfig(mode=cast(Mode, settings.mode), concurrency=4, batch_size=1000)
+    config = FleetConfig(
+        mode=cast(Mode, settings.mode), concurrency=4, batch_size=1000, tokens=tokens
+    )
 
     async def advance(query_id: str) -> pb.Query:
         return await asyncio.to_thread(admin.advance, query_id)

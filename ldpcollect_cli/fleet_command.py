@@ -16,6 +16,7 @@ from client.admin import connect_admin
 from client.channels import ClientIdentity, open_aio_channel
 from client.fleet import MODES, FleetConfig, FleetResult, new_fleet, run_query
 from client.fleet_state import FleetState
+from client.fleet_tokens import FleetTokens
 from client.locations_csv import read_locations_csv
 from client.progress import fleet_progress
 from client.query_info import QueryInfo
@@ -48,6 +49,30 @@ class FleetRequest:
     admin_token: str
     tls_ca: Path | None
     json_out: bool
+    # Admission tokens: the issuer's address and its enrollment key file (the fleet enrolls
+    # its simulated devices as <device_prefix>-<i>).
+    issuer: str | None = None
+    enrollment_key: Path | None = None
+    device_prefix: str = "sim"
+
+
+def fleet_tokens(request: FleetRequest) -> FleetTokens | None:
+    if request.issuer is None:
+        return None
+    if request.enrollment_key is None:
+        raise ParameterError(
+            "--enrollment-key",
+            None,
+            "given with --issuer",
+            "the issuer's enrollment.key (in its --state-dir) enrolls the simulated devices",
+        )
+    try:
+        key = request.enrollment_key.read_bytes()
+    except OSError as exc:
+        raise ParameterError(
+            "--enrollment-key", str(request.enrollment_key), "a readable file"
+        ) from exc
+    return FleetTokens(request.issuer, key, request.device_prefix, request.tls_ca)
 
 
 def parse_center(text: str) -> tuple[float, float]:
@@ -105,6 +130,7 @@ def run_fleet_command(request: FleetRequest, console: Console) -> None:
         mode=request.mode,
         concurrency=request.concurrency,
         batch_size=request.batch_size,
+        tokens=fleet_tokens(request),
     )
     rng = np.random.default_rng(request.seed)
     fleet = build_fleet(request, rng)

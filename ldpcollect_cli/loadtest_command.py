@@ -21,7 +21,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from client.loadtest import MODES, LoadTest, LoadTestConfig, LoadTestError, Tick, parse_addresses
-from client.loadtest_counts import CountCheck, check_counts, read_counts
+from client.loadtest_counts import CountCheck, read_counts, settled_check
 from client.loadtest_plot import plot_latency
 from ldpcollect_cli.loadtest_render import loop_words, print_result, result_json
 from ldpcollect_cli.service_errors import EXIT_RPC, guarded
@@ -131,8 +131,15 @@ def _run(config: LoadTestConfig, token: str, plot: Path | None, json_out: bool) 
             _fail(str(err))
     check: CountCheck | None = None
     if before is not None:
-        after = read_counts(config.addresses, config.query_id, 1, token, config.tls_ca)
-        check = check_counts(before, after, result.accepted_by_address, result.unknown_by_address)
+        check = settled_check(
+            config.addresses,
+            config.query_id,
+            token,
+            config.tls_ca,
+            before,
+            result.accepted_by_address,
+            result.unknown_by_address,
+        )
     if plot is not None:
         title = (
             f"{config.query_id}: {config.mode}, {loop_words(result)}, "

@@ -9,11 +9,13 @@ from __future__ import annotations
 import typer
 
 from ldpcollect_cli import (
+    issuer_command,
     loadtest_command,
     privacy,
     secure_command,
     service,
     simulate,
+    store_command,
     vdaf_command,
 )
 
@@ -25,7 +27,16 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (simulate, privacy, service, loadtest_command, vdaf_command, secure_command):
+for module in (
+    simulate,
+    privacy,
+    service,
+    store_command,
+    loadtest_command,
+    vdaf_command,
+    secure_command,
+    issuer_command,
+):
     module.register(app)
 
 

@@ -1,5 +1,6 @@
-"""`ldpcollect serve ...` in a child process: start it, read its ready line, stop it. Used by
-the demos and benchmarks (the trusted aggregator, the secure leader and helper)."""
+"""`ldpcollect serve ...` (or `issuer serve ...`) in a child process: start it, read its ready
+line, stop it. Used by the demos and benchmarks (the trusted aggregator, the secure leader and
+helper, the token issuer)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,16 @@ def serve_subprocess(
     args: list[str], env: Mapping[str, str], ready_prefix: str, what: str
 ) -> Iterator[str]:
     """`ldpcollect serve ARGS`; yields the host:port its ready line names; SIGTERM after."""
-    command = [sys.executable, "-m", "ldpcollect_cli.main", "serve", *args]
+    with cli_subprocess(["serve", *args], env, ready_prefix, what) as address:
+        yield address
+
+
+@contextmanager
+def cli_subprocess(
+    args: list[str], env: Mapping[str, str], ready_prefix: str, what: str
+) -> Iterator[str]:
+    """`ldpcollect ARGS` for a command that prints a ready line naming its host:port."""
+    command = [sys.executable, "-m", "ldpcollect_cli.main", *args]
     proc = subprocess.Popen(
         command,
         env={**os.environ, **env},

@@ -1,5 +1,5 @@
-"""Commands: serve, query create|list|show|advance|close, fleet run, release, demo (and the
-ledger commands from `ledger_command`).
+"""Commands: query create|list|show|advance|close, fleet run, release, demo (and `serve` from
+`serve_command`, the ledger commands from `ledger_command`).
 
 Every command that prints results takes `--json`. gRPC failures print the status code and the
 server's message and exit 1 (no traceback); bad parameters exit 2 naming the parameter.
@@ -22,7 +22,7 @@ from ldpcollect.mechanisms import Mechanism, mechanism_from_params
 from ldpcollect.rational import parse_rational_text
 from ldpcollect.release_noise import NOISE_SIGMA_RANGE, validate_noise_sigma
 from ldpcollect.v1 import ldpcollect_pb2 as pb
-from ldpcollect_cli import ledger_command, release_command
+from ldpcollect_cli import ledger_command, release_command, serve_command
 from ldpcollect_cli.service_errors import guarded
 from ldpcollect_cli.service_options import (
     DEFAULT_SERVER,
@@ -59,118 +59,6 @@ def _parse_targets(text: str, scheme: geo.LocationScheme) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------------------
-def serve(
-    db: Annotated[Path, typer.Option("--db", help="SQLite database file.")] = Path("ldpcollect.db"),
-    listen: Annotated[
-        str, typer.Option("--listen", help="host:port to listen on (port 0 = ephemeral).")
-    ] = DEFAULT_SERVER,
-    admin_token: Token = "",
-    metrics_port: Annotated[
-        int | None, typer.Option("--metrics-port", help="Prometheus /metrics port (0 = any).")
-    ] = None,
-    tls_cert: Annotated[
-        Path | None,
-        typer.Option(
-            "--tls-cert",
-            envvar="LDPCOLLECT_TLS_CERT",
-            help="PEM server certificate (chain) for TLS; needs --tls-key.",
-        ),
-    ] = None,
-    tls_key: Annotated[
-        Path | None,
-        typer.Option(
-            "--tls-key", envvar="LDPCOLLECT_TLS_KEY", help="PEM private key of --tls-cert."
-        ),
-    ] = None,
-    tls_client_ca: Annotated[
-        Path | None,
-        typer.Option(
-            "--tls-client-ca",
-            envvar="LDPCOLLECT_TLS_CLIENT_CA",
-            help="Mutual TLS: PEM CA certificate(s); every client must present a certificate "
-            "signed by one (clients: LDPCOLLECT_TLS_CLIENT_CERT and LDPCOLLECT_TLS_CLIENT_KEY).",
-        ),
-    ] = None,
-    max_inflight_reports: Annotated[
-        int,
-        typer.Option(
-            "--max-inflight-reports",
-            min=1,
-            help="Reports admitted but not yet committed; beyond it RESOURCE_EXHAUSTED with a "
-            "retry hint (grpc-retry-pushback-ms).",
-        ),
-    ] = 200_000,
-    max_streams: Annotated[
-        int,
-        typer.Option("--max-streams", min=1, help="Concurrent report streams (StreamReports)."),
-    ] = 1_000,
-    stream_idle_timeout: Annotated[
-        float,
-        typer.Option(
-            "--stream-idle-timeout",
-            min=0.001,
-            help="Seconds a report stream may send nothing before it is ended (UNAVAILABLE).",
-        ),
-    ] = 30.0,
-    reflection: Annotated[
-        bool,
-        typer.Option(
-            "--reflection",
-            help="Let server reflection list the Admin service too (by default it lists "
-            "only the Collector and health).",
-        ),
-    ] = False,
-    role: Annotated[
-        str,
-        typer.Option(
-            "--role",
-            help="trusted (one aggregator, the default), or a secure-mode aggregator: leader "
-            "(devices upload to it; needs --helper) or helper (docs/secure-mode.md).",
-        ),
-    ] = "trusted",
-    helper: Annotated[
-        str | None, typer.Option("--helper", help="Leader: the helper's HOST:PORT.")
-    ] = None,
-    peer_token: Annotated[
-        str,
-        typer.Option(
-            "--peer-token",
-            envvar="LDPCOLLECT_PEER_TOKEN",
-            help="Leader and helper: the bearer token the leader presents to the helper.",
-        ),
-    ] = "",
-    helper_tls_ca: Annotated[
-        Path | None,
-        typer.Option("--helper-tls-ca", help="Leader: PEM CA to verify a TLS helper."),
-    ] = None,
-) -> None:
-    """Run the aggregator (gRPC Collector + Admin) until SIGINT/SIGTERM. Plaintext unless
-    --tls-cert/--tls-key are given (a warning says so when listening beyond loopback)."""
-    from ldpcollect_cli.serving import ServeSettings, serve_blocking
-
-    settings = ServeSettings(
-        db,
-        listen,
-        admin_token,
-        metrics_port,
-        tls_cert,
-        tls_key,
-        tls_client_ca,
-        max_inflight_reports,
-        max_streams,
-        stream_idle_timeout,
-        reflection,
-    )
-    if role != "trusted":
-        from ldpcollect_cli.secure_serving import serve_secure
-
-        guarded(lambda: serve_secure(role, settings, helper, peer_token, helper_tls_ca))
-        return
-    if helper is not None or helper_tls_ca is not None:
-        guarded(lambda: _refuse_helper_options(helper))
-    guarded(lambda: serve_blocking(settings))
-
-
 # ---------------------------------------------------------------------------------------------
 query_app = typer.Typer(
     help="Create and manage queries (operator, Admin RPCs).", no_args_is_help=True
@@ -223,6 +111,14 @@ def query_create(
             help="Discrete Gaussian release noise sigma, in [1/10, 1000] (omit for none).",
         ),
     ] = None,
+    require_tokens: Annotated[
+        bool,
+        typer.Option(
+            "--require-tokens",
+            help="Accept a report only with a fresh admission token bound to this query and "
+            "round (the aggregator needs --token-directory); see docs/admission.md.",
+        ),
+    ] = False,
     allow_no_privacy: Annotated[
         bool,
         typer.Option(
@@ -263,6 +159,7 @@ def query_create(
                 min_reports=min_reports,
                 noise_sigma=sigma,
                 allow_no_privacy=allow_no_privacy,
+                require_tokens=require_tokens,
             ),
             tls_ca,
         )
@@ -272,10 +169,6 @@ def query_create(
             console.print(queries_table([query]))
 
     guarded(work)
-
-
-def _refuse_helper_options(helper: str | None) -> None:
-    raise ParameterError("--helper/--helper-tls-ca", helper, "given only with --role leader")
 
 
 def _mechanism(
@@ -444,6 +337,25 @@ def fleet_run(
         bool,
         typer.Option("--progress/--no-progress", help="Progress bars on stderr while sending."),
     ] = True,
+    issuer: Annotated[
+        str | None,
+        typer.Option(
+            "--issuer",
+            help="host:port of the token issuer, for queries that require admission tokens "
+            "(each simulated device gets its own token per round).",
+        ),
+    ] = None,
+    enrollment_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--enrollment-key",
+            help="The issuer's enrollment key (enrollment.key in its --state-dir): enrolls "
+            "the simulated devices as <--device-prefix>-<i>.",
+        ),
+    ] = None,
+    device_prefix: Annotated[
+        str, typer.Option("--device-prefix", help="Issuer device ids of the simulated devices.")
+    ] = "sim",
     server: Server = DEFAULT_SERVER,
     admin_token: Token = "",
     tls_ca: TlsCa = None,
@@ -471,6 +383,9 @@ def fleet_run(
         admin_token=admin_token,
         tls_ca=tls_ca,
         json_out=json_out,
+        issuer=issuer,
+        enrollment_key=enrollment_key,
+        device_prefix=device_prefix,
     )
     guarded(lambda: run_fleet_command(request, console))
 
@@ -501,6 +416,14 @@ def demo(
         Path | None,
         typer.Option("--maps", help="Folder for each release's map (PNG and HTML, with truth)."),
     ] = None,
+    tokens: Annotated[
+        bool,
+        typer.Option(
+            "--tokens",
+            help="Device admission too: run a token issuer, require tokens in every query and "
+            "enroll the simulated devices (about 5 blind signatures per device: use -n 500).",
+        ),
+    ] = False,
     json_out: Json = False,
     secure: Annotated[
         bool,
@@ -535,13 +458,14 @@ def demo(
         json_out=json_out,
         postprocess=postprocess,
         maps=maps,
+        tokens=tokens,
     )
     guarded(lambda: run_demo(settings, console))
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the top-level app."""
-    app.command("serve")(serve)
+    app.command("serve")(serve_command.serve)
     app.add_typer(query_app, name="query")
     app.add_typer(fleet_app, name="fleet")
     app.command("release")(release_command.release)

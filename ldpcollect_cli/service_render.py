@@ -80,6 +80,8 @@ def query_json(query: pb.Query) -> dict[str, object]:
         "reports_per_round": [int(n) for n in query.reports_per_round],
         "completed_devices": int(query.completed_devices),
         "created_at": query.created_at.ToJsonString() if query.HasField("created_at") else None,
+        "require_tokens": query.require_tokens,
+        "token_issuer": query.token_issuer or None,
     }
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from aggregator.config import AggregatorConfig
 from aggregator.server import AggregatorServer, ensure_port_free, run, transport_name
 from ldpcollect.errors import ParameterError
+from ldpcollect_cli.store_command import is_postgres_url
 
 READY_PREFIX = "ldpcollect aggregator serving on "
 
@@ -27,6 +28,10 @@ class ServeSettings:
     max_streams: int = 1_000
     stream_idle_timeout_s: float = 30.0
     reflection: bool = False
+    token_directory: Path | None = None
+    token_verify_processes: int = 0
+    store: str | None = None
+    store_pool_size: int = 4
 
 
 def serve_blocking(settings: ServeSettings) -> None:
@@ -42,6 +47,10 @@ def serve_blocking(settings: ServeSettings) -> None:
             "--tls-cert/--tls-key",
             (settings.tls_cert, settings.tls_key),
             "both PEM files (certificate and its private key) or neither",
+        )
+    if settings.store is not None and not is_postgres_url(settings.store):
+        raise ParameterError(
+            "--store", settings.store, "a PostgreSQL URL: postgresql://USER@HOST:PORT/DB"
         )
     if settings.tls_client_ca is not None and settings.tls_cert is None:
         raise ParameterError(
@@ -61,13 +70,17 @@ def serve_blocking(settings: ServeSettings) -> None:
         max_streams=settings.max_streams,
         stream_idle_timeout_s=settings.stream_idle_timeout_s,
         reflection_admin=settings.reflection,
+        token_directory=settings.token_directory,
+        token_verify_processes=settings.token_verify_processes,
+        store_url=settings.store,
+        store_pool_size=settings.store_pool_size,
     )
     warning = plaintext_warning(config.listen, config.tls)
     if warning is not None:
         sys.stderr.write(f"WARNING: {warning}\n")
         sys.stderr.flush()
     ensure_port_free(config.listen)  # a port in use fails before anything is said or created
-    if not settings.db.exists() and settings.db.parent.is_dir():
+    if settings.store is None and not settings.db.exists() and settings.db.parent.is_dir():
         sys.stderr.write(f"note: {settings.db} does not exist; creating a new, empty database\n")
         sys.stderr.flush()
     run(config, on_started=announce)
@@ -102,5 +115,5 @@ def announce(server: AggregatorServer, port: int) -> None:
     host = config.listen.rsplit(":", 1)[0]
     metrics = f", metrics on port {server.metrics_port}" if server.metrics_port else ""
     tls = transport_name(config)
-    sys.stdout.write(f"{READY_PREFIX}{host}:{port} ({tls}, db {config.db_path}{metrics})\n")
+    sys.stdout.write(f"{READY_PREFIX}{host}:{port} ({tls}, db {config.store_name}{metrics})\n")
     sys.stdout.flush()

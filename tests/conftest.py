@@ -23,3 +23,6 @@ def _profile() -> str:
 
 
 settings.load_profile(_profile())
+
+# PostgreSQL fixtures (`postgres_url`, `fresh_postgres_url`) for every test module.
+from tests.postgres_db import fresh_postgres_url, postgres_url  # noqa: E402, F401

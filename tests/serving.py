@@ -41,22 +41,32 @@ class Served:
     proc: subprocess.Popen[str]
 
 
-@contextmanager
-def serving(db: Path, token: str, *args: str) -> Iterator[Served]:
-    """Run `ldpcollect serve --db DB --listen 127.0.0.1:0 ARGS`; stop it with SIGTERM after,
-    checking that it exits cleanly."""
-    command = [sys.executable, "-m", "ldpcollect_cli.main", "serve", "--db", str(db)]
-    command += ["--listen", "127.0.0.1:0", *args]
+def spawn_serve(token: str, *args: str) -> Served:
+    """Start `ldpcollect serve --listen 127.0.0.1:0 ARGS` and wait for its ready line."""
+    command = [sys.executable, "-m", "ldpcollect_cli.main", "serve", "--listen", "127.0.0.1:0"]
     proc = subprocess.Popen(
-        command, env=cli_env(token), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*command, *args],
+        env=cli_env(token),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout is not None and proc.stderr is not None
     line = proc.stdout.readline()
     if not line.startswith(READY):
         proc.kill()
         raise AssertionError(f"serve did not start: {line}{proc.stderr.read()}")
+    return Served(line[len(READY) :].split()[0], line, proc)
+
+
+@contextmanager
+def serving(db: Path, token: str, *args: str) -> Iterator[Served]:
+    """Run `ldpcollect serve --db DB --listen 127.0.0.1:0 ARGS`; stop it with SIGTERM after,
+    checking that it exits cleanly."""
+    served = spawn_serve(token, "--db", str(db), *args)
+    proc = served.proc
     try:
-        yield Served(line[len(READY) :].split()[0], line, proc)
+        yield served
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0

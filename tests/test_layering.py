@@ -32,6 +32,8 @@ GRPC_EDGE = {
     "aggregator.secure.server",  # secure roles: the server
     "aggregator.secure.services",  # their servicers
     "aggregator.secure.helper_client",  # the leader's calls to the helper
+    "aggregator.issuer.service",  # the token issuer's servicer (its own statuses)
+    "aggregator.issuer.server",  # and its server
 }
 
 

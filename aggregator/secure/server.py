@@ -9,9 +9,7 @@ leader reaches a TLS helper with `helper_tls_ca`.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +29,7 @@ from aggregator.secure.services import HelperService, SecureAdminService, Secure
 from aggregator.secure.store import SecureStore, secure_db_path
 from aggregator.secure.upload import LeaderUpload
 from aggregator.server import ensure_port_free, server_credentials
+from aggregator.until_signal import serve_until_signal
 from ldpcollect.v1 import aggregation_pb2_grpc as apb_grpc
 from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
 
@@ -134,21 +133,6 @@ class SecureServer:
 StartedHook = Callable[[SecureServer, int], None]
 
 
-async def _run(config: SecureRoleConfig, on_started: StartedHook | None) -> None:
-    server = SecureServer(config)
-    port = await server.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        if on_started is not None:
-            on_started(server, port)
-        await stop.wait()
-    finally:
-        await server.stop(grace=5.0)
-
-
 def run(config: SecureRoleConfig, on_started: StartedHook | None = None) -> None:
     """Serve one role until SIGINT/SIGTERM (blocking)."""
-    asyncio.run(_run(config, on_started))
+    serve_until_signal(lambda: SecureServer(config), on_started, grace=5.0)

@@ -1,7 +1,7 @@
 """The store interface: what the services need from durable state.
 
-SQLite (`SqliteStore`, the embedded default) implements it; a PostgreSQL store for several
-replicas can implement the same methods later (docs/design.md, "Storage"), reusing the rules
+SQLite (`SqliteStore`, the embedded default) and PostgreSQL (`PostgresStore`, several
+replicas on one database) implement it (docs/design.md, "Storage"), reusing the rules
 (`aggregator.lifecycle`, `aggregator.admission`), the row encoding (`rows`, `release_codec`)
 and the published reads (`snapshots`). `tests/aggregator/store_contract.py` is the behaviour
 every backend must show.
@@ -13,13 +13,13 @@ committed snapshots and never block on the writer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.model import QueryInfo, QuerySpec, ReleaseRecord, SubmitResult
+from aggregator.model import QueryInfo, QuerySpec, Redemption, ReleaseRecord, SubmitResult
 from aggregator.rounds import ReportColumns
 
 # A release computation: (query, completed-device counts (rounds x targets), ledger JSON or
@@ -69,3 +69,10 @@ class Store(Protocol):
     async def release(self, query_id: str, compute: ReleaseFn) -> ReleaseRecord: ...
 
     async def update_ledger(self, update: LedgerFn) -> str: ...
+
+    async def redeem_tokens(
+        self, query_id: str, items: Sequence[tuple[bytes, bytes]]
+    ) -> list[Redemption]:
+        """Spend admission-token nonces of a query, durably, in order: each (nonce, report id)
+        is NEW (now spent by this report), SAME_REPORT (spent before by this report id: a
+        retry) or SPENT (by another report: a replay). Replays change nothing."""

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from aggregator.model import QuerySpec, QueryStatus
-from aggregator.rounds import Accepted, QueryState
+from aggregator.rounds import Accepted, LogEntry, QueryState
 from ldpcollect.mechanisms import mechanism_from_params
 from ldpcollect.wire import REPORT_KEY_BYTES
 
@@ -39,32 +39,21 @@ class QueryRow(NamedTuple):
 
     @classmethod
     def of(cls, state: QueryState) -> QueryRow:
-        spec = state.spec
-        return cls(
-            spec.query_id,
-            spec.description,
-            spec.mechanism.name,
-            json.dumps(spec.mechanism.params()),
-            spec.scheme,
-            np.asarray(spec.targets, dtype="<u8").tobytes(),
-            spec.min_reports,
-            None if spec.noise_sigma is None else str(spec.noise_sigma),
-            state.created_at,
-            *progress_values(state),
-        )
+        return cls(*spec_values(state.spec), state.created_at, *progress_values(state))
 
     def to_state(self) -> QueryState:
         """The query's state as committed, without its held reports (see `LogRow.restore`)."""
-        mechanism = mechanism_from_params(self.mechanism, json.loads(self.mechanism_params))
-        spec = QuerySpec(
-            query_id=self.query_id,
-            description=self.description,
-            mechanism=mechanism,
-            scheme=self.scheme,
-            targets=tuple(int(t) for t in np.frombuffer(self.targets, dtype="<u8")),
-            min_reports=self.min_reports,
-            noise_sigma=None if self.noise_sigma is None else Fraction(self.noise_sigma),
+        spec = spec_of(
+            self.query_id,
+            self.description,
+            self.mechanism,
+            self.mechanism_params,
+            self.scheme,
+            self.targets,
+            self.min_reports,
+            self.noise_sigma,
         )
+        mechanism = spec.mechanism
         state = QueryState.new(spec, self.created_at)
         state.status = QueryStatus(self.status)
         state.current_round = self.current_round
@@ -76,6 +65,46 @@ class QueryRow(NamedTuple):
             .reshape(mechanism.rounds, len(spec.targets))
         )
         return state
+
+
+# The columns that describe a query (they never change), in `spec_values` order.
+SPEC_COLUMNS = QueryRow._fields[:8]
+
+
+def spec_values(spec: QuerySpec) -> tuple[str, str, str, str, str, bytes, int, str | None]:
+    """Values of SPEC_COLUMNS."""
+    return (
+        spec.query_id,
+        spec.description,
+        spec.mechanism.name,
+        json.dumps(spec.mechanism.params()),
+        spec.scheme,
+        np.asarray(spec.targets, dtype="<u8").tobytes(),
+        spec.min_reports,
+        None if spec.noise_sigma is None else str(spec.noise_sigma),
+    )
+
+
+def spec_of(
+    query_id: str,
+    description: str,
+    mechanism: str,
+    mechanism_params: str,
+    scheme: str,
+    targets: bytes,
+    min_reports: int,
+    noise_sigma: str | None,
+) -> QuerySpec:
+    """The QuerySpec stored in SPEC_COLUMNS."""
+    return QuerySpec(
+        query_id=query_id,
+        description=description,
+        mechanism=mechanism_from_params(mechanism, json.loads(mechanism_params)),
+        scheme=scheme,
+        targets=tuple(int(t) for t in np.frombuffer(targets, dtype="<u8")),
+        min_reports=min_reports,
+        noise_sigma=None if noise_sigma is None else Fraction(noise_sigma),
+    )
 
 
 # The columns a transaction changes after the query is created, in `progress_values` order.
@@ -116,18 +145,18 @@ class LogRow(NamedTuple):
 
     def restore(self, state: QueryState) -> None:
         """Rebuild `state`'s dedup indexes from this row (its counts are stored already)."""
-        state.restore_reports(
-            self.round,
-            split(self.report_ids, self.n, REPORT_KEY_BYTES),
-            split(self.pseudonyms, self.n, REPORT_KEY_BYTES),
-            split(self.answers, self.n, state.answer_bytes),
-        )
+        state.restore([self.entry(state)])
 
-
-def split(packed: bytes, n: int, width: int) -> list[bytes]:
-    """The `n` fixed-width entries of a packed log column."""
-    if len(packed) != n * width:
-        raise RuntimeError(
-            f"corrupt report log: a column of {n} entries of {width} bytes has {len(packed)} bytes"
-        )
-    return [packed[i : i + width] for i in range(0, n * width, width)]
+    def entry(self, state: QueryState) -> LogEntry:
+        """This row's reports, checked against the query's widths."""
+        for column, width in (
+            (self.report_ids, REPORT_KEY_BYTES),
+            (self.pseudonyms, REPORT_KEY_BYTES),
+            (self.answers, state.answer_bytes),
+        ):
+            if len(column) != self.n * width:
+                raise RuntimeError(
+                    f"corrupt report log: a column of {self.n} entries of {width} bytes has "
+                    f"{len(column)} bytes"
+                )
+        return LogEntry(self.round, self.n, self.report_ids, self.pseudonyms, self.answers)

@@ -24,8 +24,10 @@ Design
   accepted reports for, holding that group's report ids, pseudonyms and answers as packed
   fixed-width columns. The dedup indexes (report ids, devices per round, Sampling Privacy
   devices awaiting round 2) live in the writer's memory, where every report is checked
-  anyway, and are rebuilt from the log at start. SQLite keeps no per-report index: a group
-  costs one row insert, not one B-tree insert per report and unique key.
+  anyway, in compact sorted form, and are rebuilt from the log at start with one sort per
+  index. SQLite keeps no per-report index: a group costs one row insert, not one B-tree
+  insert per report and unique key. A repeated report id is compared with the report it
+  names by reading that one report back from its log row (`log_held`).
 - Reads (list, get, release, ledger) see immutable snapshots published after each commit.
 """
 
@@ -34,46 +36,46 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from importlib import resources
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from aggregator import lifecycle
-from aggregator.admission import PendingChanges, admit
+from aggregator.admission import PendingChanges, admit, admit_many
 from aggregator.errors import ServiceError, StorageFailure, Unavailable
-from aggregator.model import QueryInfo, QuerySpec, ReleaseRecord, SubmitResult
-from aggregator.rounds import QueryState, ReportColumns
+from aggregator.model import (
+    QueryInfo,
+    QuerySpec,
+    QueryStatus,
+    Redemption,
+    ReleaseRecord,
+    SubmitResult,
+)
+from aggregator.rounds import LogEntry, QueryState, ReportColumns
+from aggregator.store import spent_tokens
 from aggregator.store.base import LedgerFn, ReleaseFn
+from aggregator.store.log_held import LogHeld
 from aggregator.store.release_codec import release_from_json, release_to_json
 from aggregator.store.rows import PROGRESS_COLUMNS, LogRow, QueryRow, progress_values
 from aggregator.store.single_writer import DatabaseInUse, WriterLock
 from aggregator.store.snapshots import Snapshots
+from aggregator.store.sqlite_file import (
+    INSERT_LOG,
+    SCHEMA,
+    DatabaseUnusable,
+    create_private,
+    migrate_legacy_reports,
+    storage_error,
+)
 
 log = logging.getLogger(__name__)
 
 
-def _statements(script: str) -> list[str]:
-    """The complete SQL statements of a script, in order (comments kept with their statement)."""
-    statements: list[str] = []
-    pending = ""
-    for line in script.splitlines(keepends=True):
-        pending += line
-        if sqlite3.complete_statement(pending):
-            statements.append(pending.strip())
-            pending = ""
-    return statements
-
-
-SCHEMA = _statements(
-    resources.files("aggregator.store").joinpath("schema/sqlite_v2.sql").read_text("utf-8")
-)
 _INSERT_QUERY = (
     f"INSERT INTO queries ({', '.join(QueryRow._fields)}) "
     f"VALUES ({', '.join('?' * len(QueryRow._fields))})"
@@ -81,13 +83,6 @@ _INSERT_QUERY = (
 _UPDATE_PROGRESS = (
     f"UPDATE queries SET {', '.join(f'{c} = ?' for c in PROGRESS_COLUMNS)} WHERE query_id = ?"
 )
-_INSERT_LOG = (
-    f"INSERT INTO reports ({', '.join(LogRow._fields)}) "
-    f"VALUES ({', '.join('?' * len(LogRow._fields))})"
-)
-# Before the report log (schema version 1), reports were stored one row each; such a file is
-# converted in place when opened.
-_LEGACY_REPORT_COLUMNS = {"query_id", "report_id", "pseudonym", "round", "answers"}
 
 
 class CommitObserver(Protocol):
@@ -101,6 +96,7 @@ class _Request:
     run: Callable[[PendingChanges], Any]
     future: asyncio.Future[Any]
     n_reports: int = 0
+    reports: ReportColumns | None = None  # a submission: admitted with its neighbours
 
 
 _STOP = object()
@@ -143,6 +139,7 @@ class SqliteStore(Snapshots):
         self._ledger_body: str | None = None
         self._release_records: dict[str, ReleaseRecord] = {}
         self._report_counts: dict[str, int] = {}
+        self._held: dict[str, LogHeld] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -152,7 +149,7 @@ class SqliteStore(Snapshots):
         self._loop = asyncio.get_running_loop()
         try:
             self._writer_lock.acquire()  # before reading anything: one writer per file
-            _create_private(self._path)
+            create_private(self._path)
             self._conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
             self._prepare()
         except Exception as exc:
@@ -177,7 +174,7 @@ class SqliteStore(Snapshots):
         conn.execute("PRAGMA secure_delete=ON")
         if self._max_pages is not None:
             conn.execute(f"PRAGMA max_page_count={int(self._max_pages)}")
-        self._migrate_legacy_reports()
+        migrate_legacy_reports(conn, self._path)
         for statement in SCHEMA:
             conn.execute(statement)
         self._load()
@@ -201,15 +198,16 @@ class SqliteStore(Snapshots):
         def run(changes: PendingChanges) -> SubmitResult:
             return admit(changes, self._states, reports)
 
-        result: SubmitResult = await self._enqueue(run, len(reports))
+        result: SubmitResult = await self._enqueue(run, len(reports), reports)
         return result
 
     async def create_query(self, spec: QuerySpec, created_at: float) -> QueryInfo:
         def run(changes: PendingChanges) -> QueryInfo:
             if spec.query_id in self._states:
                 raise lifecycle.duplicate_query(spec.query_id)
-            state = QueryState.new(spec, created_at)
+            state = self._attach(QueryState.new(spec, created_at))
             self._sql().execute(_INSERT_QUERY, QueryRow.of(state))
+            spent_tokens.record_token_issuer(self._sql(), spec.query_id, spec.token_issuer)
             self._states[spec.query_id] = state
             changes.created.add(spec.query_id)
             changes.touched[spec.query_id] = state
@@ -251,6 +249,7 @@ class SqliteStore(Snapshots):
             if ledger_body is not None:
                 self._write_ledger(ledger_body)
             conn.execute("DELETE FROM reports WHERE query_id = ?", (query_id,))
+            spent_tokens.forget(conn, query_id)
             self._release_records[query_id] = record
             self._report_counts[query_id] = 0
             changes.touch(state)
@@ -259,6 +258,15 @@ class SqliteStore(Snapshots):
             return record
 
         result: ReleaseRecord = await self._enqueue(run)
+        return result
+
+    async def redeem_tokens(
+        self, query_id: str, items: Sequence[tuple[bytes, bytes]]
+    ) -> list[Redemption]:
+        def run(changes: PendingChanges) -> list[Redemption]:
+            return spent_tokens.redeem(self._sql(), query_id, items)
+
+        result: list[Redemption] = await self._enqueue(run)  # not reports: no report metrics
         return result
 
     async def update_ledger(self, update: LedgerFn) -> str:
@@ -272,11 +280,16 @@ class SqliteStore(Snapshots):
 
     # ------------------------------------------------------------------ writer thread
 
-    async def _enqueue(self, run: Callable[[PendingChanges], Any], n_reports: int = 0) -> Any:
+    async def _enqueue(
+        self,
+        run: Callable[[PendingChanges], Any],
+        n_reports: int = 0,
+        reports: ReportColumns | None = None,
+    ) -> Any:
         if self._thread is None or self._loop is None:
             raise Unavailable("the store is not open")
         future: asyncio.Future[Any] = self._loop.create_future()
-        self._queue.put(_Request(run, future, n_reports))
+        self._queue.put(_Request(run, future, n_reports, reports))
         return await future
 
     def _state(self, query_id: str) -> QueryState:
@@ -315,6 +328,7 @@ class SqliteStore(Snapshots):
                 carry, stopping, n_reports = self._drain(batch, n_reports)
             last_group_requests = len(batch)
             self._commit_group(batch, n_reports)
+        # A clean stop leaves no released query's reports in the file.
         # Drain whatever arrived with or after the stop request: refuse it.
         while True:
             try:
@@ -354,14 +368,19 @@ class SqliteStore(Snapshots):
         ledger_before, report_counts_before = self._ledger_body, dict(self._report_counts)
         try:
             conn.execute("BEGIN IMMEDIATE")
+            submissions: list[_Request] = []
             for request in batch:
-                if request.n_reports == 0:
-                    # Admin changes see every report queued before them.
-                    self._flush(changes)
+                if request.reports is not None:
+                    submissions.append(request)
+                    continue
+                # Admin changes see every report queued before them.
+                self._admit(submissions, changes, results)
+                self._flush(changes)
                 try:
                     results.append((request.future, request.run(changes)))
                 except ServiceError as exc:
                     results.append((request.future, exc))
+            self._admit(submissions, changes, results)
             self._flush(changes)
             conn.executemany(
                 _UPDATE_PROGRESS,
@@ -378,7 +397,7 @@ class SqliteStore(Snapshots):
             if reread:
                 self._load(only=reread)
                 changes.touched.update((qid, self._states[qid]) for qid in reread)
-            error = _storage_error(exc)
+            error = storage_error(exc)
             results = [(request.future, error) for request in batch]
         except Exception:  # a defect: memory may be half-changed, so read everything again
             log.exception("transaction failed; reloading state from %s", self._path)
@@ -396,6 +415,20 @@ class SqliteStore(Snapshots):
         if self._observer is not None:
             self._observer.observe_commit(elapsed, len(batch), n_reports)
         self._resolve(results)
+
+    def _admit(
+        self,
+        submissions: list[_Request],
+        changes: PendingChanges,
+        results: list[tuple[asyncio.Future[Any], object]],
+    ) -> None:
+        """Admit consecutive submissions together (one step per query when all pass)."""
+        if not submissions:
+            return
+        columns = [r.reports for r in submissions if r.reports is not None]
+        decided = admit_many(changes, self._states, columns)
+        results.extend(zip((r.future for r in submissions), decided, strict=True))
+        submissions.clear()
 
     def _rollback(self) -> None:
         conn = self._sql()
@@ -421,17 +454,24 @@ class SqliteStore(Snapshots):
 
     def _flush(self, changes: PendingChanges) -> None:
         """Append the accepted reports to the log and add completed devices to the counts."""
-        rows: list[LogRow] = []
+        conn = self._sql()
         for query_id, accepted in changes.accepted.items():
             if accepted.count == 0:
                 continue
-            rows.append(LogRow.of(query_id, accepted))
-            self._states[query_id].add_completed(accepted)
+            seq = conn.execute(INSERT_LOG, LogRow.of(query_id, accepted)).lastrowid
+            assert seq is not None
+            state = self._states[query_id]
+            self._held[query_id].written(seq)
+            state.add_completed(accepted)
             self._report_counts[query_id] = self._report_counts.get(query_id, 0) + accepted.count
             changes.report_count += accepted.count
-        if rows:
-            self._sql().executemany(_INSERT_LOG, rows)
         changes.accepted.clear()
+
+    def _attach(self, state: QueryState) -> QueryState:
+        """Let `state` find its held reports in the log rather than keep them in memory."""
+        held = LogHeld(state.answer_bytes, self._sql)
+        state.held = self._held[state.spec.query_id] = held
+        return state
 
     def _publish(self, states: Iterable[QueryState]) -> None:
         self.publish(states, self._release_records, self._ledger_body, self._report_counts)
@@ -446,40 +486,24 @@ class SqliteStore(Snapshots):
 
     # ------------------------------------------------------------------ the file
 
-    def _migrate_legacy_reports(self) -> None:
-        """Convert a file from the one-row-per-report layout to the report log, atomically."""
-        assert self._conn is not None
-        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(reports)")}
-        if columns != _LEGACY_REPORT_COLUMNS:
-            return
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute("ALTER TABLE reports RENAME TO reports_legacy")
-            for statement in SCHEMA:
-                conn.execute(statement)
-            groups: dict[tuple[str, int], tuple[list[bytes], list[bytes], list[bytes]]] = {}
-            for qid, report_id, pseudonym, round_, answers in conn.execute(
-                "SELECT query_id, report_id, pseudonym, round, answers FROM reports_legacy "
-                "ORDER BY round"
-            ):
-                ids, pseudonyms, all_answers = groups.setdefault((qid, round_), ([], [], []))
-                ids.append(report_id)
-                pseudonyms.append(pseudonym)
-                all_answers.append(answers)
-            conn.executemany(
-                _INSERT_LOG,
-                [
-                    LogRow(qid, round_, len(ids), b"".join(ids), b"".join(ps), b"".join(answers))
-                    for (qid, round_), (ids, ps, answers) in groups.items()
-                ],
-            )
-            conn.execute("DROP TABLE reports_legacy")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        log.info("converted %s to the report log layout", self._path)
+    def _restore_log(self, state: QueryState) -> int:
+        """Rebuild `state`'s dedup indexes from its report log rows; returns the reports."""
+        # Answers are read only where restoring needs them: SP's waiting round-1 answers.
+        answers = "answers" if state.keeps_round1_answers else "NULL"
+        held = self._held[state.spec.query_id]
+        entries: list[LogEntry] = []
+        for seq, round_, n, report_ids, pseudonyms, packed in self._sql().execute(
+            f"SELECT seq, round, n, report_ids, pseudonyms, {answers} FROM reports "
+            "WHERE query_id = ? ORDER BY seq",
+            (state.spec.query_id,),
+        ):
+            row = LogRow(state.spec.query_id, round_, n, report_ids, pseudonyms, packed or b"")
+            if packed is None:
+                row = row._replace(answers=b"\0" * (n * state.answer_bytes))
+            entries.append(row.entry(state))
+            held.restored(seq, n)
+        state.restore(entries, hold=False)
+        return sum(e.n for e in entries)
 
     def _load(self, only: set[str] | None = None) -> None:
         """(Re)build the writer-owned state from the committed file: all of it, or the
@@ -496,14 +520,17 @@ class SqliteStore(Snapshots):
             f"SELECT {', '.join(QueryRow._fields)} FROM queries{where}", args
         ):
             row = QueryRow(*values)
-            self._states[row.query_id] = row.to_state()
+            self._states[row.query_id] = self._attach(row.to_state())
+        for query_id, issuer in spent_tokens.token_issuers(conn).items():
+            if query_id in self._states and (only is None or query_id in only):
+                state = self._states[query_id]
+                state.spec = replace(state.spec, token_issuer=issuer)
         counts: dict[str, int] = {}
-        for values in conn.execute(
-            f"SELECT {', '.join(LogRow._fields)} FROM reports{where} ORDER BY seq", args
-        ):
-            log_row = LogRow(*values)
-            log_row.restore(self._states[log_row.query_id])
-            counts[log_row.query_id] = counts.get(log_row.query_id, 0) + log_row.n
+        for query_id in sorted(only) if only is not None else list(self._states):
+            state = self._states[query_id]
+            if state.status == QueryStatus.RELEASED:
+                continue  # its reports were deleted with the release
+            counts[query_id] = self._restore_log(state)
         if only is not None:
             for query_id in only:
                 self._report_counts[query_id] = counts.get(query_id, 0)
@@ -515,45 +542,6 @@ class SqliteStore(Snapshots):
         }
         row = conn.execute("SELECT body FROM ledger WHERE id = 1").fetchone()
         self._ledger_body = None if row is None else str(row[0])
-
-
-class DatabaseUnusable(OSError):
-    """The database file cannot be opened or read; the message names it and what to do."""
-
-    def __init__(self, path: str, cause: BaseException) -> None:
-        if isinstance(cause, sqlite3.DatabaseError) and not isinstance(
-            cause, sqlite3.OperationalError
-        ):
-            what = (
-                "it is damaged or not an ldpcollect database; restore it from a backup, or "
-                "pass --db with a new file name to start an empty database"
-            )
-        elif isinstance(cause, sqlite3.OperationalError | PermissionError | FileNotFoundError):
-            what = (
-                "it cannot be opened; check that the file and its directory exist and that "
-                "this user may read and write both"
-            )
-        else:
-            what = (
-                "its contents cannot be read back; restore it from a backup, or pass --db with "
-                "a new file name to start an empty database"
-            )
-        super().__init__(f"cannot use the database {path}: {what} ({cause})")
-
-
-def _create_private(path: str) -> None:
-    """Create the database file readable by this user only (SQLite gives its -wal and -shm
-    files the same mode); an existing file is left as it is."""
-    with contextlib.suppress(FileExistsError):
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-
-
-def _storage_error(exc: sqlite3.Error) -> ServiceError:
-    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
-        return Unavailable(
-            "the aggregator's storage is full: nothing of this request was stored; retry later"
-        )
-    return StorageFailure(f"storage failure, nothing of this request was stored; retry: {exc}")
 
 
 def _unavailable() -> Unavailable:

@@ -233,6 +233,8 @@ class Query(_message.Message):
     REPORTS_PER_ROUND_FIELD_NUMBER: _builtins.int
     COMPLETED_DEVICES_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
+    REQUIRE_TOKENS_FIELD_NUMBER: _builtins.int
+    TOKEN_ISSUER_FIELD_NUMBER: _builtins.int
     query_id: _builtins.str
     description: _builtins.str
     rounds: _builtins.int
@@ -244,6 +246,14 @@ class Query(_message.Message):
     """A release needs at least this many devices that completed every round."""
     completed_devices: _builtins.int
     """Devices that completed every round."""
+    require_tokens: _builtins.bool
+    """Device admission (docs/admission.md): every report must carry a Privacy Pass token
+    (type 0x0002) from the issuer named here, bound to this query and the report's round.
+    """
+    token_issuer: _builtins.str
+    """The TokenChallenge issuer_name (host or host:port) tokens are bound to; set with
+    require_tokens. Devices ask that issuer (ldpcollect.v1.Issuer) for tokens.
+    """
     @_builtins.property
     def mechanism(self) -> Global___MechanismSpec: ...
     @_builtins.property
@@ -276,10 +286,12 @@ class Query(_message.Message):
         reports_per_round: _abc.Iterable[_builtins.int] | None = ...,
         completed_devices: _builtins.int = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
+        require_tokens: _builtins.bool = ...,
+        token_issuer: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "location_scheme", b"location_scheme", "mechanism", b"mechanism", "noise", b"noise"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed_devices", b"completed_devices", "created_at", b"created_at", "current_round", b"current_round", "description", b"description", "location_scheme", b"location_scheme", "mechanism", b"mechanism", "min_reports", b"min_reports", "noise", b"noise", "query_id", b"query_id", "reports_per_round", b"reports_per_round", "rounds", b"rounds", "state", b"state", "targets", b"targets"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed_devices", b"completed_devices", "created_at", b"created_at", "current_round", b"current_round", "description", b"description", "location_scheme", b"location_scheme", "mechanism", b"mechanism", "min_reports", b"min_reports", "noise", b"noise", "query_id", b"query_id", "reports_per_round", b"reports_per_round", "require_tokens", b"require_tokens", "rounds", b"rounds", "state", b"state", "targets", b"targets", "token_issuer", b"token_issuer"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -298,6 +310,7 @@ class Report(_message.Message):
     DEVICE_PSEUDONYM_FIELD_NUMBER: _builtins.int
     REPORT_ID_FIELD_NUMBER: _builtins.int
     ANSWERS_FIELD_NUMBER: _builtins.int
+    TOKEN_FIELD_NUMBER: _builtins.int
     query_id: _builtins.str
     round: _builtins.int
     """1-based round this report answers."""
@@ -309,6 +322,10 @@ class Report(_message.Message):
     """One bit per target, bit-packed most significant bit first; exactly ceil(len(targets)/8)
     bytes, padding bits zero.
     """
+    token: _builtins.bytes
+    """A Privacy Pass token (RFC 9577 Token, type 0x0002, 354 bytes) when the query requires
+    tokens; its challenge binds the query and this round, and its nonce is spent once.
+    """
     def __init__(
         self,
         *,
@@ -317,10 +334,11 @@ class Report(_message.Message):
         device_pseudonym: _builtins.bytes = ...,
         report_id: _builtins.bytes = ...,
         answers: _builtins.bytes = ...,
+        token: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["answers", b"answers", "device_pseudonym", b"device_pseudonym", "query_id", b"query_id", "report_id", b"report_id", "round", b"round"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["answers", b"answers", "device_pseudonym", b"device_pseudonym", "query_id", b"query_id", "report_id", b"report_id", "round", b"round", "token", b"token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -884,6 +902,7 @@ class CreateQueryRequest(_message.Message):
     MIN_REPORTS_FIELD_NUMBER: _builtins.int
     NOISE_FIELD_NUMBER: _builtins.int
     ALLOW_NO_PRIVACY_FIELD_NUMBER: _builtins.int
+    REQUIRE_TOKENS_FIELD_NUMBER: _builtins.int
     query_id: _builtins.str
     """Optional; the server chooses one when empty. [A-Za-z0-9_.-]{1,64}."""
     description: _builtins.str
@@ -891,6 +910,10 @@ class CreateQueryRequest(_message.Message):
     allow_no_privacy: _builtins.bool
     """A mechanism without any privacy (RR flip1 = 1 or flip2 in {0, 1}, SP sampling_rate = 1:
     local epsilon infinite) is refused unless this is set; the ledger then says so.
+    """
+    require_tokens: _builtins.bool
+    """Require a token with every report (the aggregator must be started with the issuer's
+    token directory, `serve --token-directory`); see Query.require_tokens.
     """
     @_builtins.property
     def mechanism(self) -> Global___MechanismSpec: ...
@@ -911,10 +934,11 @@ class CreateQueryRequest(_message.Message):
         min_reports: _builtins.int = ...,
         noise: Global___ReleaseNoise | None = ...,
         allow_no_privacy: _builtins.bool = ...,
+        require_tokens: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["location_scheme", b"location_scheme", "mechanism", b"mechanism", "noise", b"noise"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_no_privacy", b"allow_no_privacy", "description", b"description", "location_scheme", b"location_scheme", "mechanism", b"mechanism", "min_reports", b"min_reports", "noise", b"noise", "query_id", b"query_id", "targets", b"targets"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_no_privacy", b"allow_no_privacy", "description", b"description", "location_scheme", b"location_scheme", "mechanism", b"mechanism", "min_reports", b"min_reports", "noise", b"noise", "query_id", b"query_id", "require_tokens", b"require_tokens", "targets", b"targets"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import math
 import random
-from collections import Counter
 from fractions import Fraction
 
-import numpy as np
 import pytest
-from scipy.stats import chi2
 
 from ldpcollect.accounting.discrete_gaussian import (
     ShiftedGaussianProfile,
     bernoulli_exp,
-    discrete_gaussian_pmf,
     discrete_gaussian_variance,
     sample_discrete_gaussian,
 )
 from ldpcollect.errors import ParameterError
+from tests.accounting.gaussian_fit import chi_square_p, variance_error_in_se
 
 SIGNIFICANCE = 0.001  # goodness-of-fit tests reject at the 0.1% level (fixed seeds)
 
@@ -43,28 +40,9 @@ def test_reference_variances() -> None:
 def test_goodness_of_fit(sigma_sq: Fraction) -> None:
     n = 12_000
     draws = sample_discrete_gaussian(sigma_sq, n, rng=IntegerOnlyRandom(20240611))
-    pmf, bound = discrete_gaussian_pmf(sigma_sq)
-    expected = {x: float(pmf[x + bound]) * n for x in range(-bound, bound + 1)}
-    core = [x for x, e in expected.items() if e >= 5]
-    low, high = min(core), max(core)
-    counts = Counter(draws)
-    observed = [sum(c for x, c in counts.items() if x <= low)]
-    wanted = [sum(e for x, e in expected.items() if x <= low)]
-    for x in range(low + 1, high):
-        observed.append(counts.get(x, 0))
-        wanted.append(expected[x])
-    observed.append(sum(c for x, c in counts.items() if x >= high))
-    wanted.append(sum(e for x, e in expected.items() if x >= high))
-    statistic = sum((o - w) ** 2 / w for o, w in zip(observed, wanted, strict=True))
-    p_value = chi2.sf(statistic, len(observed) - 1)
-    assert p_value > SIGNIFICANCE, (statistic, p_value)
+    assert chi_square_p(draws, sigma_sq) > SIGNIFICANCE
     # Variance within 4 standard errors of the exact figure.
-    var = discrete_gaussian_variance(sigma_sq)
-    xs = np.arange(-bound, bound + 1, dtype=float)
-    fourth = float(np.sum(pmf * xs**4))
-    se = math.sqrt((fourth - var * var) / n)
-    sample_var = float(np.mean(np.square(draws)))
-    assert abs(sample_var - var) < 4 * se
+    assert variance_error_in_se(draws, sigma_sq) < 4
 
 
 def test_bernoulli_exp_frequency() -> None:

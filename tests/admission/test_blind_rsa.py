@@ -136,7 +136,8 @@ def test_finalize_refuses_a_signature_from_another_key(
     variant, public = blind_rsa.PSS_DETERMINISTIC, signing_key.private_key.public_key()
     blinded = blind_rsa.blind(public, b"msg", variant)
     wrong = blind_rsa.blind_sign(other_key.private_key, blinded.blinded_msg)
-    with pytest.raises(BlindSignatureError, match="invalid signature"):
+    # The other key's modulus is random: its signature is above this n about half the time.
+    with pytest.raises(BlindSignatureError, match=r"invalid signature|not below n"):
         blind_rsa.finalize(public, b"msg", wrong, blinded.inv, variant)
     with pytest.raises(BlindSignatureError, match="must be 256 bytes"):
         blind_rsa.finalize(public, b"msg", wrong[1:], blinded.inv, variant)

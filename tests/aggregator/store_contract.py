@@ -29,7 +29,14 @@ from aggregator.errors import (
     NotFound,
     ServiceError,
 )
-from aggregator.model import QueryInfo, QuerySpec, QueryStatus, ReleaseRecord, ReportIn
+from aggregator.model import (
+    QueryInfo,
+    QuerySpec,
+    QueryStatus,
+    Redemption,
+    ReleaseRecord,
+    ReportIn,
+)
 from aggregator.rounds import ReportColumns
 from aggregator.store.base import Store, SubmitResult
 from ldpcollect.mechanisms import Mechanism, RandomizedResponse, SamplingPrivacy
@@ -216,6 +223,10 @@ def fixed_release(
     return ReleaseRecord(query.query_id, query.completed_devices, 5.0, (), ()), '{"spent": 1}'
 
 
+# Each backend's subclass runs the same property tests (another executor, on purpose).
+BACKEND_CHECKS = [HealthCheck.too_slow, HealthCheck.differing_executors]
+
+
 class StoreContract:
     """The behaviour suite. Subclasses define `make_store`; everything else is inherited."""
 
@@ -240,7 +251,7 @@ class StoreContract:
 
     # ------------------------------------------------------------------ report rules
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=150, deadline=None, suppress_health_check=BACKEND_CHECKS)
     @given(use_sp=st.booleans(), steps=steps_strategy, replay=st.lists(report_strategy, max_size=6))
     def test_runs_follow_the_one_report_rules_and_survive_a_restart(
         self, use_sp: bool, steps: list[list[ReportIn] | None], replay: list[ReportIn]
@@ -275,7 +286,7 @@ class StoreContract:
 
         self.run_in_fresh_place(scenario)
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=150, deadline=None, suppress_health_check=BACKEND_CHECKS)
     @given(
         use_sp=st.booleans(),
         runs=st.lists(
@@ -415,3 +426,54 @@ class StoreContract:
             assert await store.update_ledger(lambda body: (body or "") + "b") == "ab"
         async with self.opened(tmp_path) as store:
             assert store.ledger() == "ab"
+
+    # ------------------------------------------------------------------ admission tokens
+
+    async def test_a_token_requirement_is_kept_across_a_restart(self, tmp_path: Path) -> None:
+        async with self.opened(tmp_path) as store:
+            with_tokens = QuerySpec("t", "", RR, "grid", TARGETS, 1, None, "issuer.example")
+            created = await store.create_query(with_tokens, 1.0)
+            await store.create_query(spec("plain", RR), 1.0)
+            assert created.spec.token_issuer == "issuer.example"
+        async with self.opened(tmp_path) as store:
+            assert store.query("t") == created
+            plain = store.query("plain")
+            assert plain is not None and plain.spec.token_issuer is None
+
+    async def test_a_nonce_is_spent_once_per_query_and_a_retry_of_its_report_passes(
+        self, tmp_path: Path
+    ) -> None:
+        async with self.opened(tmp_path) as store:
+            await store.create_query(spec("a", RR), 1.0)
+            await store.create_query(spec("b", RR), 1.0)
+            first = await store.redeem_tokens("a", [(b"n1", key(1)), (b"n2", key(2))])
+            assert first == [Redemption.NEW, Redemption.NEW]
+            # The same report again (a retry), another report with a spent nonce (a replay),
+            # and the same nonce twice in one call for two reports.
+            again = await store.redeem_tokens(
+                "a", [(b"n1", key(1)), (b"n2", key(9)), (b"n3", key(3)), (b"n3", key(4))]
+            )
+            assert again == [
+                Redemption.SAME_REPORT,
+                Redemption.SPENT,
+                Redemption.NEW,
+                Redemption.SPENT,
+            ]
+            # Spent-nonce sets are per query.
+            assert await store.redeem_tokens("b", [(b"n1", key(5))]) == [Redemption.NEW]
+        async with self.opened(tmp_path) as store:  # durable across a restart
+            after = await store.redeem_tokens("a", [(b"n1", key(1)), (b"n1", key(7))])
+            assert after == [Redemption.SAME_REPORT, Redemption.SPENT]
+
+    async def test_a_release_forgets_the_querys_spent_nonces(self, tmp_path: Path) -> None:
+        async with self.opened(tmp_path) as store:
+            await store.create_query(spec("q", RR), 1.0)
+            await store.create_query(spec("other", RR), 1.0)
+            await store.redeem_tokens("q", [(b"n1", key(1))])
+            await store.redeem_tokens("other", [(b"n1", key(1))])
+            await store.submit(ReportColumns.of(rr_run(0, 1, seed=5)))
+            await store.close_query("q")
+            await store.release("q", fixed_release)
+            # Released, it accepts no report: its nonces are gone, other queries' stay.
+            assert await store.redeem_tokens("q", [(b"n1", key(2))]) == [Redemption.NEW]
+            assert await store.redeem_tokens("other", [(b"n1", key(2))]) == [Redemption.SPENT]

@@ -288,8 +288,11 @@ FALLBACKS: dict[str, bytes] = {
     "empty answers are left out": pb.SubmitBatchRequest(
         reports=[_report(answers=b""), _report(answers=b"")]
     ).SerializeToString(),
-    "two queries of equal length": pb.SubmitBatchRequest(
-        reports=[_report("ab"), _report("cd")]
+    "a second query id of equal length, not ASCII": pb.SubmitBatchRequest(
+        reports=[_report("ab"), _report("é")]
+    ).SerializeToString(),
+    "two queries of different lengths": pb.SubmitBatchRequest(
+        reports=[_report("ab"), _report("abc")]
     ).SerializeToString(),
     "answers of different lengths": pb.SubmitBatchRequest(
         reports=[_report(), _report(answers=b"\x00")]
@@ -327,6 +330,13 @@ def test_unusual_batches_fall_back_to_protobuf(name: str) -> None:
     data = FALLBACKS[name]
     assert decode_uniform(data) is None
     assert_agrees(data)
+
+
+def test_a_batch_mixing_queries_whose_ids_have_one_length_takes_the_fast_path() -> None:
+    reports = [_report(q) for q in ("ab", "cd", "ab", "ef", "cd")]
+    fast = assert_agrees(pb.SubmitBatchRequest(reports=reports).SerializeToString())
+    assert fast is not None
+    assert fast.query_ids == ["ab", "cd", "ab", "ef", "cd"]
 
 
 def test_columns_keep_nul_bytes_and_long_records() -> None:

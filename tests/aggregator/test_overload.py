@@ -194,7 +194,10 @@ async def test_fleet_waits_out_the_hint_and_loses_nothing(tight: Harness) -> Non
         tight.channel, new_fleet(lats, lons), "f", config, np.random.default_rng(4)
     )
     assert result.rounds[0].accepted == 300 and result.rounds[0].failed == 0
-    assert retried and set(retried) == {grpc.StatusCode.RESOURCE_EXHAUSTED}
+    # Refused with the hint; a refusal that races the fleet's own writes can reach it as its
+    # client core's INTERNAL instead (retried too: the report ids make a resend safe).
+    assert grpc.StatusCode.RESOURCE_EXHAUSTED in retried
+    assert set(retried) <= {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INTERNAL}
     assert list((await tight.query("f")).reports_per_round) == [300]
     for holder in holders:
         with pytest.raises(grpc.aio.AioRpcError):

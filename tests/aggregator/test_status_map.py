@@ -21,6 +21,8 @@ def test_every_refusal_type_has_a_status() -> None:
         errors.Exhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
         errors.Unavailable: grpc.StatusCode.UNAVAILABLE,
         errors.StorageFailure: grpc.StatusCode.INTERNAL,
+        errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+        errors.PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
     }
     assert {cls: status_of(cls("x")) for cls in refusals} == expected
     assert status_of(ParameterError("flip1", "2", "(0, 1]")) == grpc.StatusCode.INVALID_ARGUMENT

@@ -1,0 +1,78 @@
+"""Held reports found in the SQL report log instead of memory (see `aggregator.held`).
+
+Only a repeated report id needs its held report back, so the store keeps, per query, where
+each log row's reports start (a few numbers per commit group, not per report) and reads the
+one report's pseudonym and answers with `substr` when asked. Reports accepted since the last
+flush are not in the log yet: they stay in memory until the store writes them and calls
+`written`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import sqlite3
+from collections.abc import Callable
+
+from aggregator.held import HeldReport, InMemoryHeld, run_report
+from ldpcollect.wire import REPORT_KEY_BYTES
+
+_FETCH = "SELECT round, substr(pseudonyms, ?, ?), substr(answers, ?, ?) FROM reports WHERE seq = ?"
+
+
+class LogHeld:
+    """A query's held reports: log rows by `seq`, plus those not yet written."""
+
+    def __init__(self, answer_bytes: int, connection: Callable[[], sqlite3.Connection]) -> None:
+        self._width = answer_bytes
+        self._connection = connection
+        self._firsts: list[int] = []  # ordinal of each written row's first report
+        self._seqs: list[int] = []
+        self._written = 0  # reports in written rows
+        self._pending = InMemoryHeld(answer_bytes)  # ordinals from `_written` on
+
+    def __len__(self) -> int:
+        return self._written + len(self._pending)
+
+    def hold(self, round_: int, n: int, pseudonyms: bytes, answers: bytes) -> None:
+        self._pending.hold(round_, n, pseudonyms, answers)
+
+    def written(self, seq: int) -> None:
+        """The reports held since the last call are now the log row `seq` (one round)."""
+        if len(self._pending):
+            self.restored(seq, len(self._pending))
+            self._pending.clear()
+
+    def restored(self, seq: int, n: int) -> None:
+        """A log row of `n` reports read at start (its entry was restored without holding)."""
+        self._firsts.append(self._written)
+        self._seqs.append(seq)
+        self._written += n
+
+    def fetch(self, ordinal: int) -> HeldReport:
+        if ordinal >= self._written:
+            return self._pending.fetch(ordinal - self._written)
+        row = bisect.bisect_right(self._firsts, ordinal) - 1
+        i = ordinal - self._firsts[row]
+        k, w = REPORT_KEY_BYTES, self._width
+        found = (
+            self._connection()
+            .execute(_FETCH, (i * k + 1, k, i * w + 1, w, self._seqs[row]))
+            .fetchone()
+        )
+        if found is None:
+            raise RuntimeError(f"report log row {self._seqs[row]} is indexed but missing")
+        round_, pseudonym, answers = found
+        return run_report(int(round_), bytes(pseudonym), bytes(answers), 0, w)
+
+    def truncate(self, n: int) -> None:
+        if n >= self._written:
+            self._pending.truncate(n - self._written)
+            return
+        self._pending.clear()
+        keep = bisect.bisect_left(self._firsts, n)
+        del self._firsts[keep:]
+        del self._seqs[keep:]
+        self._written = n
+
+    def clear(self) -> None:
+        self.truncate(0)

@@ -1,0 +1,117 @@
+"""The SQLite store's file: its schema scripts, creation with mode 0600, the conversion of
+the older one-row-per-report layout, and the errors that name the file and what to do.
+(`sqlite.py` keeps the writer thread and the SQL of every request.)"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sqlite3
+from importlib import resources
+
+from aggregator.errors import ServiceError, StorageFailure, Unavailable
+from aggregator.store.rows import LogRow
+
+log = logging.getLogger(__name__)
+
+
+def split_statements(script: str) -> list[str]:
+    """The complete SQL statements of a script, in order (comments kept with their statement)."""
+    statements: list[str] = []
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    return statements
+
+
+SCHEMA = [
+    statement
+    for name in ("sqlite_v2.sql", "sqlite_tokens.sql")
+    for statement in split_statements(
+        resources.files("aggregator.store").joinpath(f"schema/{name}").read_text("utf-8")
+    )
+]
+INSERT_LOG = (
+    f"INSERT INTO reports ({', '.join(LogRow._fields)}) "
+    f"VALUES ({', '.join('?' * len(LogRow._fields))})"
+)
+# Before the report log (schema version 1), reports were stored one row each; such a file is
+# converted in place when opened.
+LEGACY_REPORT_COLUMNS = {"query_id", "report_id", "pseudonym", "round", "answers"}
+
+
+def migrate_legacy_reports(conn: sqlite3.Connection, path: str) -> None:
+    """Convert a file from the one-row-per-report layout to the report log, atomically."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(reports)")}
+    if columns != LEGACY_REPORT_COLUMNS:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("ALTER TABLE reports RENAME TO reports_legacy")
+        for statement in SCHEMA:
+            conn.execute(statement)
+        groups: dict[tuple[str, int], tuple[list[bytes], list[bytes], list[bytes]]] = {}
+        for qid, report_id, pseudonym, round_, answers in conn.execute(
+            "SELECT query_id, report_id, pseudonym, round, answers FROM reports_legacy "
+            "ORDER BY round"
+        ):
+            ids, pseudonyms, all_answers = groups.setdefault((qid, round_), ([], [], []))
+            ids.append(report_id)
+            pseudonyms.append(pseudonym)
+            all_answers.append(answers)
+        conn.executemany(
+            INSERT_LOG,
+            [
+                LogRow(qid, round_, len(ids), b"".join(ids), b"".join(ps), b"".join(answers))
+                for (qid, round_), (ids, ps, answers) in groups.items()
+            ],
+        )
+        conn.execute("DROP TABLE reports_legacy")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    log.info("converted %s to the report log layout", path)
+
+
+class DatabaseUnusable(OSError):
+    """The database file cannot be opened or read; the message names it and what to do."""
+
+    def __init__(self, path: str, cause: BaseException) -> None:
+        if isinstance(cause, sqlite3.DatabaseError) and not isinstance(
+            cause, sqlite3.OperationalError
+        ):
+            what = (
+                "it is damaged or not an ldpcollect database; restore it from a backup, or "
+                "pass --db with a new file name to start an empty database"
+            )
+        elif isinstance(cause, sqlite3.OperationalError | PermissionError | FileNotFoundError):
+            what = (
+                "it cannot be opened; check that the file and its directory exist and that "
+                "this user may read and write both"
+            )
+        else:
+            what = (
+                "its contents cannot be read back; restore it from a backup, or pass --db with "
+                "a new file name to start an empty database"
+            )
+        super().__init__(f"cannot use the database {path}: {what} ({cause})")
+
+
+def create_private(path: str) -> None:
+    """Create the database file readable by this user only (SQLite gives its -wal and -shm
+    files the same mode); an existing file is left as it is."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+
+
+def storage_error(exc: sqlite3.Error) -> ServiceError:
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+        return Unavailable(
+            "the aggregator's storage is full: nothing of this request was stored; retry later"
+        )
+    return StorageFailure(f"storage failure, nothing of this request was stored; retry: {exc}")

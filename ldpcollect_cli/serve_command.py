@@ -1,0 +1,173 @@
+"""`ldpcollect serve`: the trusted aggregator (the default), or a secure-mode leader or helper.
+
+The options only; `serving.py` and `secure_serving.py` start the servers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ldpcollect.errors import ParameterError
+from ldpcollect_cli.service_errors import guarded
+from ldpcollect_cli.service_options import DEFAULT_SERVER, Token
+
+
+def serve(
+    db: Annotated[Path, typer.Option("--db", help="SQLite database file.")] = Path("ldpcollect.db"),
+    listen: Annotated[
+        str, typer.Option("--listen", help="host:port to listen on (port 0 = ephemeral).")
+    ] = DEFAULT_SERVER,
+    admin_token: Token = "",
+    metrics_port: Annotated[
+        int | None, typer.Option("--metrics-port", help="Prometheus /metrics port (0 = any).")
+    ] = None,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-cert",
+            envvar="LDPCOLLECT_TLS_CERT",
+            help="PEM server certificate (chain) for TLS; needs --tls-key.",
+        ),
+    ] = None,
+    tls_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-key", envvar="LDPCOLLECT_TLS_KEY", help="PEM private key of --tls-cert."
+        ),
+    ] = None,
+    tls_client_ca: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-client-ca",
+            envvar="LDPCOLLECT_TLS_CLIENT_CA",
+            help="Mutual TLS: PEM CA certificate(s); every client must present a certificate "
+            "signed by one (clients: LDPCOLLECT_TLS_CLIENT_CERT and LDPCOLLECT_TLS_CLIENT_KEY).",
+        ),
+    ] = None,
+    max_inflight_reports: Annotated[
+        int,
+        typer.Option(
+            "--max-inflight-reports",
+            min=1,
+            help="Reports admitted but not yet committed; beyond it RESOURCE_EXHAUSTED with a "
+            "retry hint (grpc-retry-pushback-ms).",
+        ),
+    ] = 200_000,
+    max_streams: Annotated[
+        int,
+        typer.Option("--max-streams", min=1, help="Concurrent report streams (StreamReports)."),
+    ] = 1_000,
+    stream_idle_timeout: Annotated[
+        float,
+        typer.Option(
+            "--stream-idle-timeout",
+            min=0.001,
+            help="Seconds a report stream may send nothing before it is ended (UNAVAILABLE).",
+        ),
+    ] = 30.0,
+    reflection: Annotated[
+        bool,
+        typer.Option(
+            "--reflection",
+            help="Let server reflection list the Admin service too (by default it lists "
+            "only the Collector and health).",
+        ),
+    ] = False,
+    role: Annotated[
+        str,
+        typer.Option(
+            "--role",
+            help="trusted (one aggregator, the default), or a secure-mode aggregator: leader "
+            "(devices upload to it; needs --helper) or helper (docs/secure-mode.md).",
+        ),
+    ] = "trusted",
+    helper: Annotated[
+        str | None, typer.Option("--helper", help="Leader: the helper's HOST:PORT.")
+    ] = None,
+    peer_token: Annotated[
+        str,
+        typer.Option(
+            "--peer-token",
+            envvar="LDPCOLLECT_PEER_TOKEN",
+            help="Leader and helper: the bearer token the leader presents to the helper.",
+        ),
+    ] = "",
+    helper_tls_ca: Annotated[
+        Path | None,
+        typer.Option("--helper-tls-ca", help="Leader: PEM CA to verify a TLS helper."),
+    ] = None,
+    token_directory: Annotated[
+        Path | None,
+        typer.Option(
+            "--token-directory",
+            help="The token issuer's directory file (`ldpcollect issuer serve "
+            "--directory-out`): lets queries require admission tokens (query create "
+            "--require-tokens). Re-read when it changes.",
+        ),
+    ] = None,
+    token_verify_processes: Annotated[
+        int,
+        typer.Option(
+            "--token-verify-processes",
+            min=0,
+            max=256,
+            help="Worker processes verifying admission tokens (0: one worker thread); "
+            "verification scales with the cores given here.",
+        ),
+    ] = 0,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            envvar="LDPCOLLECT_STORE",
+            help="postgresql://USER@HOST:PORT/DB: keep the state in PostgreSQL, shared by any "
+            "number of replicas (instead of the SQLite file --db); the schema is created or "
+            "migrated at start (or ahead: `ldpcollect store migrate`).",
+        ),
+    ] = None,
+    store_pool_size: Annotated[
+        int,
+        typer.Option(
+            "--store-pool-size",
+            min=1,
+            max=100,
+            help="With --store: database connections this replica keeps at most.",
+        ),
+    ] = 4,
+) -> None:
+    """Run the aggregator (gRPC Collector + Admin) until SIGINT/SIGTERM. Plaintext unless
+    --tls-cert/--tls-key are given (a warning says so when listening beyond loopback)."""
+    from ldpcollect_cli.serving import ServeSettings, serve_blocking
+
+    settings = ServeSettings(
+        db,
+        listen,
+        admin_token,
+        metrics_port,
+        tls_cert,
+        tls_key,
+        tls_client_ca,
+        max_inflight_reports,
+        max_streams,
+        stream_idle_timeout,
+        reflection,
+        token_directory,
+        token_verify_processes,
+        store,
+        store_pool_size,
+    )
+    if role != "trusted":
+        from ldpcollect_cli.secure_serving import serve_secure
+
+        guarded(lambda: serve_secure(role, settings, helper, peer_token, helper_tls_ca))
+        return
+    if helper is not None or helper_tls_ca is not None:
+        guarded(lambda: _refuse_helper_options(helper))
+    guarded(lambda: serve_blocking(settings))
+
+
+def _refuse_helper_options(helper: str | None) -> None:
+    raise ParameterError("--helper/--helper-tls-ca", helper, "given only with --role leader")

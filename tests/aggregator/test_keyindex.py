@@ -1,0 +1,99 @@
+"""The compact key index: the same answers as a dict, whatever mix of tail and sorted runs
+holds the keys, and two keys sharing their first 8 bytes are never one key."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aggregator.keyindex import KeyIndex
+
+# Keys from a small pool whose first 8 bytes collide a lot (64-bit collisions on purpose).
+HIS = [0, 1, 2**63, 2**64 - 1]
+LOS = [0, 7, 2**64 - 1]
+KEYS = [hi.to_bytes(8, "little") + lo.to_bytes(8, "little") for hi in HIS for lo in LOS]
+
+op_strategy = st.one_of(
+    st.tuples(st.just("add"), st.sampled_from(KEYS)),
+    st.tuples(st.just("run"), st.lists(st.sampled_from(KEYS), min_size=1, max_size=5)),
+    st.tuples(st.just("bulk"), st.lists(st.sampled_from(KEYS), min_size=1, max_size=5)),
+    st.tuples(st.just("discard"), st.lists(st.sampled_from(KEYS), max_size=4)),
+)
+
+
+@settings(max_examples=300)
+@given(tail=st.integers(1, 4), ops=st.lists(op_strategy, max_size=30))
+def test_the_index_answers_like_a_dict(tail: int, ops: list[tuple[str, object]]) -> None:
+    index = KeyIndex(tail_limit=tail)
+    model: dict[bytes, int] = {}
+    counter = 0
+    for op, arg in ops:
+        if op == "add":
+            assert isinstance(arg, bytes)
+            if arg not in model:
+                index.add(arg, counter)
+                model[arg] = counter
+                counter += 1
+            continue
+        assert isinstance(arg, list)
+        keys = list(dict.fromkeys(k for k in arg if k not in model))
+        if op == "discard":
+            index.discard_many(b"".join(arg))
+            for k in arg:
+                model.pop(k, None)
+        elif keys and op == "run":
+            new = index.new_keys(keys, b"".join(keys), counter)
+            assert new is not None
+            index.add_new(new)
+        elif keys:
+            index.bulk_add(b"".join(keys), counter)
+        if op != "discard":
+            model.update((k, counter + i) for i, k in enumerate(keys))
+            counter += len(keys)
+        refused = index.new_keys(arg, b"".join(arg), counter) is None
+        assert refused == (any(k in model for k in arg) or len(set(arg)) < len(arg))
+    assert len(index) == len(model)
+    for k in KEYS:
+        assert index.get(k) == model.get(k)
+    found = index.lookup(b"".join(KEYS))
+    assert found.tolist() == [model.get(k, -1) for k in KEYS]
+
+
+@pytest.mark.parametrize("tail", [1, 2, 4096])
+def test_keys_sharing_their_first_8_bytes_stay_two_keys(tail: int) -> None:
+    index = KeyIndex(tail_limit=tail)
+    first = b"\xab" * 8 + b"\x01" * 8
+    second = b"\xab" * 8 + b"\x02" * 8  # the same 64-bit prefix, a different key
+    index.add(first, 5)
+    assert index.get(second) is None
+    new = index.new_keys([second], second, 9)
+    assert new is not None
+    index.add_new(new)
+    assert (index.get(first), index.get(second)) == (5, 9)
+    index.discard_many(first)
+    assert (index.get(first), index.get(second)) == (None, 9)
+
+
+@pytest.mark.parametrize("skewed", [False, True])
+def test_a_long_run_with_a_directory_finds_every_key_and_no_other(skewed: bool) -> None:
+    """Runs past 65,536 keys are searched through a directory of top-bit ranges; keys packed
+    into a few ranges (skewed) and 64-bit collisions must change nothing."""
+    rng = np.random.default_rng(7)
+    n = 70_000
+    keys = rng.integers(0, 256, size=(n, 16), dtype=np.uint8)
+    if skewed:
+        keys[: n // 2, 4:8] = 0x5A  # the top 32 bits of `hi` (bytes 4-7) shared by half
+    keys[1, :8] = keys[0, :8]  # a 64-bit collision inside the run
+    index = KeyIndex()
+    index.bulk_add(keys.tobytes(), 0)
+    held = [bytes(k) for k in keys]
+    absent = rng.integers(0, 256, size=(500, 16), dtype=np.uint8)
+    absent[:250, :8] = keys[:250, :8]  # the same first 8 bytes as held keys, not held
+    probes = held[::97] + [bytes(k) for k in absent]
+    expected = [i for i in range(0, n, 97)] + [-1] * len(absent)
+    assert index.lookup(b"".join(probes)).tolist() == expected
+    assert [index.get(k) for k in probes[:50]] == [i for i in range(0, 50 * 97, 97)]
+    assert index.new_keys(probes[-250:], b"".join(probes[-250:]), n) is not None
+    assert index.new_keys(probes[:3], b"".join(probes[:3]), n) is None
