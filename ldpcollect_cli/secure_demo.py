@@ -44,10 +44,10 @@ from ldpcollect_cli.service_render import print_json, privacy_table, release_jso
 NOISE_SIGMA = "2"
 LABELS = {"rr": "RR 0.85/0.3", "sp": f"SP s=0.5 + noise {NOISE_SIGMA} per aggregator"}
 UPLOAD_BATCH = 250
-# The issue's size. On this shared 2-core machine it takes about 1.5-2 minutes: each device's
-# sealing costs ~0.7 ms for RR and ~1.6 ms for an SP pair in Python, and both servers'
-# verification shares the same two cores (docs/secure-mode.md, "Speed"). `-n 3000` for a
-# quick look (about 20 s).
+# The issue's size. On this shared 2-core machine it takes 75-95 s (up to 2 minutes when other
+# work loads it): each device's sealing costs ~0.65 ms for RR and ~1.5 ms for an SP pair in
+# Python, and both servers' verification shares the same two cores (docs/secure-mode.md,
+# "Speed"). `-n 3000` for a quick look (about 20 s).
 SECURE_DEMO_DEVICES = 20_000
 
 
