@@ -23,6 +23,8 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.keyfilter import KeyFilter
+
 KEY_BYTES = 16
 # Values are stored as uint32: an index holds at most this many keys.
 MAX_VALUE = 2**32 - 1
@@ -210,6 +212,7 @@ class KeyIndex:
         self._tail: dict[bytes, int] = {}
         self._runs: list[_Run] = []  # sizes non-increasing
         self._len = 0
+        self._filter = KeyFilter()  # over the keys in runs (the tail is a dict)
 
     def __len__(self) -> int:
         return self._len
@@ -219,8 +222,10 @@ class KeyIndex:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held in runs (the tail is a dict of at most `tail_limit` keys)."""
-        return sum(r.hi.nbytes + r.lo.nbytes + r.values.nbytes for r in self._runs)
+        """Bytes held in runs and their filter (the tail is a dict of at most `tail_limit`
+        keys)."""
+        runs = sum(r.hi.nbytes + r.lo.nbytes + r.values.nbytes for r in self._runs)
+        return runs + self._filter.nbytes
 
     def get(self, key: bytes) -> int | None:
         value = self._tail.get(key)
@@ -279,11 +284,15 @@ class KeyIndex:
         if not self._tail.keys().isdisjoint(keys):
             return None
         if self._runs:
-            found = np.full(len(run), -1, dtype=np.int64)
-            for held in self._runs:
-                held.lookup(run.hi, run.lo, found)
-            if (found >= 0).any():
-                return None
+            # Only the keys the filter cannot rule out are searched (still in bucket order).
+            maybe = self._filter.maybe_held(run.lo)
+            if len(maybe):
+                hi, lo = run.hi[maybe], run.lo[maybe]
+                found = np.full(len(maybe), -1, dtype=np.int64)
+                for held in self._runs:
+                    held.lookup(hi, lo, found)
+                if (found >= 0).any():
+                    return None
         return NewKeys(keys, first_value, run)
 
     def add_new(self, new: NewKeys) -> None:
@@ -336,6 +345,7 @@ class KeyIndex:
         self._tail.clear()
         self._runs = []
         self._len = 0
+        self._filter = KeyFilter()
 
     def _flush_tail(self) -> None:
         keys = list(self._tail)
@@ -347,6 +357,11 @@ class KeyIndex:
     def _push(self, run: _Run) -> None:
         """Add a run, merging while the last run is no larger than twice the new one."""
         runs = self._runs
+        if self._filter.fits(len(run)):
+            self._filter.add(run.lo)
+        else:
+            held = sum(len(r) for r in runs) + len(run)
+            self._filter.rebuild([*(r.lo for r in runs), run.lo], held)
         merged = False
         while runs and len(runs[-1]) <= 2 * len(run):
             merged = True
