@@ -212,7 +212,9 @@ class KeyIndex:
         self._tail: dict[bytes, int] = {}
         self._runs: list[_Run] = []  # sizes non-increasing
         self._len = 0
-        self._filter = KeyFilter()  # over the keys in runs (the tail is a dict)
+        # Over the keys in runs (the tail is a dict); None: built from the runs when next
+        # needed (a restart's first group pays for it, not the restart).
+        self._filter: KeyFilter | None = None
 
     def __len__(self) -> int:
         return self._len
@@ -225,7 +227,7 @@ class KeyIndex:
         """Bytes held in runs and their filter (the tail is a dict of at most `tail_limit`
         keys)."""
         runs = sum(r.hi.nbytes + r.lo.nbytes + r.values.nbytes for r in self._runs)
-        return runs + self._filter.nbytes
+        return runs + (self._filter.nbytes if self._filter is not None else 0)
 
     def get(self, key: bytes) -> int | None:
         value = self._tail.get(key)
@@ -285,7 +287,7 @@ class KeyIndex:
             return None
         if self._runs:
             # Only the keys the filter cannot rule out are searched (still in bucket order).
-            maybe = self._filter.maybe_held(run.lo)
+            maybe = self._runs_filter().maybe_held(run.lo)
             if len(maybe):
                 hi, lo = run.hi[maybe], run.lo[maybe]
                 found = np.full(len(maybe), -1, dtype=np.int64)
@@ -345,7 +347,13 @@ class KeyIndex:
         self._tail.clear()
         self._runs = []
         self._len = 0
-        self._filter = KeyFilter()
+        self._filter = None
+
+    def _runs_filter(self) -> KeyFilter:
+        if self._filter is None:
+            self._filter = KeyFilter()
+            self._filter.rebuild([r.lo for r in self._runs], sum(map(len, self._runs)))
+        return self._filter
 
     def _flush_tail(self) -> None:
         keys = list(self._tail)
@@ -357,11 +365,11 @@ class KeyIndex:
     def _push(self, run: _Run) -> None:
         """Add a run, merging while the last run is no larger than twice the new one."""
         runs = self._runs
-        if self._filter.fits(len(run)):
-            self._filter.add(run.lo)
-        else:
-            held = sum(len(r) for r in runs) + len(run)
-            self._filter.rebuild([*(r.lo for r in runs), run.lo], held)
+        if self._filter is not None:
+            if self._filter.fits(len(run)):
+                self._filter.add(run.lo)
+            else:
+                self._filter = None  # rebuilt larger when next needed
         merged = False
         while runs and len(runs[-1]) <= 2 * len(run):
             merged = True
