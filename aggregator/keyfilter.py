@@ -8,7 +8,7 @@ clear is surely not in any run, and only the rest (about 1 in 10 new keys) is se
 
 A key whose bit is set may or may not be held: the runs decide, so the filter changes how much
 is searched, never an answer (keys made to share their bits only cost searches). Removing keys
-leaves their bits set; the next rebuild (when the keys outgrow the bits) clears them.
+leaves their bits set; the next filter made (when the keys outgrow the bits) drops them.
 """
 
 from __future__ import annotations
@@ -43,19 +43,21 @@ class KeyFilter:
         return (self._keys + more) * MIN_BITS_PER_KEY <= len(self._bits) * 8
 
     def add(self, lo: U64) -> None:
-        """Set the bits of these keys (call `fits` first; `rebuild` when they do not fit)."""
+        """Set the bits of these keys (if they do not `fit`, make a larger filter with `of`)."""
         byte, bit = self._positions(lo)
         np.bitwise_or.at(self._bits, byte, np.left_shift(np.uint8(1), bit))
         self._keys += len(lo)
 
-    def rebuild(self, los: Iterable[U64], n_keys: int) -> None:
-        """Start again for the `n_keys` keys whose `lo` halves are `los`, with room to grow."""
+    @classmethod
+    def of(cls, los: Iterable[U64], n_keys: int) -> KeyFilter:
+        """A filter of the `n_keys` keys whose `lo` halves are `los`, with room to grow."""
         size = max(_SMALLEST_BITS, 1 << (2 * MIN_BITS_PER_KEY * max(1, n_keys) - 1).bit_length())
-        self._bits = np.zeros(size // 8, dtype=np.uint8)
-        self._mask = np.uint64(size - 1)
-        self._keys = 0
+        made = cls()
+        made._bits = np.zeros(size // 8, dtype=np.uint8)
+        made._mask = np.uint64(size - 1)
         for lo in los:
-            self.add(lo)
+            made.add(lo)
+        return made
 
     def maybe_held(self, lo: U64) -> npt.NDArray[np.intp]:
         """Positions of the keys that may be held (their bit is set); the others surely are not."""

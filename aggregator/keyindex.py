@@ -224,8 +224,7 @@ class KeyIndex:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held in runs and their filter (the tail is a dict of at most `tail_limit`
-        keys)."""
+        """Bytes in runs and their filter (the tail is a dict of at most `tail_limit` keys)."""
         runs = sum(r.hi.nbytes + r.lo.nbytes + r.values.nbytes for r in self._runs)
         return runs + (self._filter.nbytes if self._filter is not None else 0)
 
@@ -351,8 +350,7 @@ class KeyIndex:
 
     def _runs_filter(self) -> KeyFilter:
         if self._filter is None:
-            self._filter = KeyFilter()
-            self._filter.rebuild([r.lo for r in self._runs], sum(map(len, self._runs)))
+            self._filter = KeyFilter.of([r.lo for r in self._runs], sum(map(len, self._runs)))
         return self._filter
 
     def _flush_tail(self) -> None:

@@ -35,7 +35,7 @@ def test_growing_keeps_every_key_and_rules_out_most_new_ones() -> None:
         if keys_filter.fits(len(lo)):
             keys_filter.add(lo)
         else:
-            keys_filter.rebuild([*held, lo], sum(map(len, held)) + len(lo))
+            keys_filter = KeyFilter.of([*held, lo], sum(map(len, held)) + len(lo))
         held.append(lo)
     every = np.concatenate(held)
     assert len(keys_filter.maybe_held(every)) == len(every)
