@@ -4,7 +4,8 @@ Checking a group of new report ids against the sorted runs of a `KeyIndex` costs
 run for every key, although nearly every key is new. The filter keeps one bit per position
 `lo mod m` (`lo`: the key's last 8 bytes, independent of the first 8 that order the runs) for
 every key put in a run, with m at least `MIN_BITS_PER_KEY` bits per key: a key whose bit is
-clear is surely not in any run, and only the rest (about 1 in 10 new keys) is searched.
+clear is surely not in any run, and only the rest (1 in 32 to 1 in 8 new keys) is
+searched.
 
 A key whose bit is set may or may not be held: the runs decide, so the filter changes how much
 is searched, never an answer (keys made to share their bits only cost searches). Removing keys
@@ -20,8 +21,8 @@ import numpy.typing as npt
 
 U64 = npt.NDArray[np.uint64]
 
-# Fewer bits per key than this and the filter is rebuilt twice as large: between 8 and 16 bits
-# (1 to 2 bytes) per key, so a new key's bit is set with probability at most about 1/8.
+# Fewer bits per key than this and a larger filter is made, of 16 to 32 bits a key: between 8
+# and 32 bits (1 to 4 bytes) per key, so a new key's bit is set with probability at most 1/8.
 MIN_BITS_PER_KEY = 8
 _SMALLEST_BITS = 1 << 16
 
