@@ -82,13 +82,14 @@ class _Run:
     lo: U64
     values: npt.NDArray[np.uint32]
     high: np.uint64  # the bits of `hi` that make its bucket
+    # Made at the first search (a run merged away first, or rebuilt at a restart, skips it).
     directory: _Directory | None = None
-
-    def __post_init__(self) -> None:
-        self.directory = _directory(self.hi, self.high)
+    searched: bool = False
 
     def first_of_buckets(self, probe: U64) -> npt.NDArray[np.intp]:
         """`searchsorted(hi, probe)` for bucket floors `probe` (as `probe & high`)."""
+        if not self.searched:
+            self.directory, self.searched = _directory(self.hi, self.high), True
         directory = self.directory
         if directory is None:
             return self.hi.searchsorted(probe, side="left")
