@@ -23,6 +23,8 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.keyfilter import KeyFilter
+
 KEY_BYTES = 16
 # Values are stored as uint32: an index holds at most this many keys.
 MAX_VALUE = 2**32 - 1
@@ -80,13 +82,14 @@ class _Run:
     lo: U64
     values: npt.NDArray[np.uint32]
     high: np.uint64  # the bits of `hi` that make its bucket
+    # Made at the first search (a run merged away first, or rebuilt at a restart, skips it).
     directory: _Directory | None = None
-
-    def __post_init__(self) -> None:
-        self.directory = _directory(self.hi, self.high)
+    searched: bool = False
 
     def first_of_buckets(self, probe: U64) -> npt.NDArray[np.intp]:
         """`searchsorted(hi, probe)` for bucket floors `probe` (as `probe & high`)."""
+        if not self.searched:
+            self.directory, self.searched = _directory(self.hi, self.high), True
         directory = self.directory
         if directory is None:
             return self.hi.searchsorted(probe, side="left")
@@ -210,6 +213,9 @@ class KeyIndex:
         self._tail: dict[bytes, int] = {}
         self._runs: list[_Run] = []  # sizes non-increasing
         self._len = 0
+        # Over the keys in runs (the tail is a dict); None: built from the runs when next
+        # needed (a restart's first group pays for it, not the restart).
+        self._filter: KeyFilter | None = None
 
     def __len__(self) -> int:
         return self._len
@@ -219,8 +225,9 @@ class KeyIndex:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held in runs (the tail is a dict of at most `tail_limit` keys)."""
-        return sum(r.hi.nbytes + r.lo.nbytes + r.values.nbytes for r in self._runs)
+        """Bytes in runs and their filter (the tail is a dict of at most `tail_limit` keys)."""
+        runs = sum(r.hi.nbytes + r.lo.nbytes + r.values.nbytes for r in self._runs)
+        return runs + (self._filter.nbytes if self._filter is not None else 0)
 
     def get(self, key: bytes) -> int | None:
         value = self._tail.get(key)
@@ -279,11 +286,15 @@ class KeyIndex:
         if not self._tail.keys().isdisjoint(keys):
             return None
         if self._runs:
-            found = np.full(len(run), -1, dtype=np.int64)
-            for held in self._runs:
-                held.lookup(run.hi, run.lo, found)
-            if (found >= 0).any():
-                return None
+            # Only the keys the filter cannot rule out are searched (still in bucket order).
+            maybe = self._runs_filter().maybe_held(run.lo)
+            if len(maybe):
+                hi, lo = run.hi[maybe], run.lo[maybe]
+                found = np.full(len(maybe), -1, dtype=np.int64)
+                for held in self._runs:
+                    held.lookup(hi, lo, found)
+                if (found >= 0).any():
+                    return None
         return NewKeys(keys, first_value, run)
 
     def add_new(self, new: NewKeys) -> None:
@@ -336,6 +347,12 @@ class KeyIndex:
         self._tail.clear()
         self._runs = []
         self._len = 0
+        self._filter = None
+
+    def _runs_filter(self) -> KeyFilter:
+        if self._filter is None:
+            self._filter = KeyFilter.of([r.lo for r in self._runs], sum(map(len, self._runs)))
+        return self._filter
 
     def _flush_tail(self) -> None:
         keys = list(self._tail)
@@ -347,6 +364,11 @@ class KeyIndex:
     def _push(self, run: _Run) -> None:
         """Add a run, merging while the last run is no larger than twice the new one."""
         runs = self._runs
+        if self._filter is not None:
+            if self._filter.fits(len(run)):
+                self._filter.add(run.lo)
+            else:
+                self._filter = None  # rebuilt larger when next needed
         merged = False
         while runs and len(runs[-1]) <= 2 * len(run):
             merged = True

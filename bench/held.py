@@ -4,10 +4,10 @@ Starts `ldpcollect serve` on a fresh file, creates a randomized-response query, 
 `--reports` valid reports through SubmitBatch (built as serialized batches with numpy, so the
 benchmark itself stays small), and reads the server's resident memory (VmRSS) after the first
 tenth (which warms the ingest path's own buffers) and at the end: the growth per million held
-reports. Then it stops the server cleanly (SIGTERM) and times a restart until the query
-answers, then kills it (SIGKILL) and times that restart too, each against the start of a
-server on an empty file measured in the same run. After every restart it checks that every
-acknowledged report is still counted.
+reports. Then it kills the server that ingested (SIGKILL) and times a restart until the
+query answers, then stops that one cleanly (SIGTERM) and times that restart too, each against
+the start of a server on an empty file measured in the same run. After every restart it
+checks that every acknowledged report is still counted.
 
     python -m bench.held [--reports 1000000] [--targets 100] [--json]
 """
@@ -186,14 +186,16 @@ async def run(args: argparse.Namespace) -> HeldResult:
         ingest = time.perf_counter() - started
         await asyncio.sleep(0.5)
         after = rss_bytes(server.proc.pid)
-        server.stop(signal.SIGTERM)
-        server = Server(db, args.server_code)
-        after_stop = await server.ready(QUERY)
-        counted_stop = await counted(server.target, QUERY)
+        # The kill hits the server that ingested (its last commits still in the write-ahead
+        # log, as in a crash under load); the clean stop then hits the restarted one.
         server.stop(signal.SIGKILL)
         server = Server(db, args.server_code)
         after_kill = await server.ready(QUERY)
         counted_kill = await counted(server.target, QUERY)
+        server.stop(signal.SIGTERM)
+        server = Server(db, args.server_code)
+        after_stop = await server.ready(QUERY)
+        counted_stop = await counted(server.target, QUERY)
         server.stop(signal.SIGTERM)
     return HeldResult(
         reports=args.reports,
