@@ -17,7 +17,7 @@ import asyncio
 import secrets
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
@@ -217,30 +217,33 @@ async def _run_fleet(
     return results
 
 
-def _rows(
+def estimate_rows(
     targets: list[int],
-    results: dict[str, FleetResult],
     releases: dict[str, pb.QueryRelease],
+    truth_of: Callable[[str], Mapping[int, int]],
+    order: Mapping[int, int],
 ) -> list[dict[str, object]]:
-    truth = results["sp"].truth_by_location()
-    by_mech = {
+    """One row per target cell: each release's estimate and interval beside the true count
+    its devices held (`truth_of(release name)`), busiest first by `order` (the demos' table
+    and JSON)."""
+    by_name = {
         name: {int(e.location_id): e for e in release.estimates}
         for name, release in releases.items()
     }
     rows: list[dict[str, object]] = []
     for cell in targets:
-        row: dict[str, object] = {"location_id": cell, "ground_truth": truth[cell]}
+        row: dict[str, object] = {"location_id": cell, "ground_truth": order[cell]}
         for name in releases:
-            e = by_mech[name][cell]
+            e = by_name[name][cell]
             row[name] = {
                 "estimate": e.estimate,
                 "std_error": e.std_error,
                 "ci_low": e.ci_low,
                 "ci_high": e.ci_high,
-                "ground_truth": results[name].truth_by_location()[cell],
+                "ground_truth": truth_of(name)[cell],
             }
         rows.append(row)
-    rows.sort(key=lambda r: -truth[int(str(r["location_id"]))])
+    rows.sort(key=lambda r: -order[int(str(r["location_id"]))])
     return rows
 
 
@@ -266,7 +269,12 @@ def _show(
     ledger: pb.Ledger,
     seconds: float,
 ) -> None:
-    rows = _rows(targets, results, releases)
+    rows = estimate_rows(
+        targets,
+        releases,
+        lambda name: results[name].truth_by_location(),
+        results["sp"].truth_by_location(),
+    )
     coverage = {name: _coverage(rows, name) for name in releases}
     errors = {name: view.errors() or {} for name, view in views.items()}
     if settings.json_out:

@@ -35,7 +35,7 @@ from ldpcollect.secure.key_file import load_or_create_key_pair
 from ldpcollect.secure.sealing import HpkeKeyPair
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2 as spb
-from ldpcollect_cli.demo import block_targets
+from ldpcollect_cli.demo import block_targets, estimate_rows
 from ldpcollect_cli.secure_release import release_message, views_json
 from ldpcollect_cli.secure_serving import secure_ready_prefix
 from ldpcollect_cli.serve_subprocess import serve_subprocess
@@ -166,30 +166,6 @@ def _upload_fleet(
             progress.advance(task, len(bodies))
 
 
-def _rows(
-    targets: list[int], truth: dict[int, int], releases: dict[str, pb.QueryRelease]
-) -> list[dict[str, object]]:
-    by_name = {
-        name: {int(e.location_id): e for e in release.estimates}
-        for name, release in releases.items()
-    }
-    rows: list[dict[str, object]] = []
-    for cell in targets:
-        row: dict[str, object] = {"location_id": cell, "ground_truth": truth[cell]}
-        for name in releases:
-            e = by_name[name][cell]
-            row[name] = {
-                "estimate": e.estimate,
-                "std_error": e.std_error,
-                "ci_low": e.ci_low,
-                "ci_high": e.ci_high,
-                "ground_truth": truth[cell],
-            }
-        rows.append(row)
-    rows.sort(key=lambda r: -truth[int(str(r["location_id"]))])
-    return rows
-
-
 def _coverage(release: pb.QueryRelease, truth: dict[int, int]) -> tuple[float, float]:
     inside = sum(e.ci_low <= truth[int(e.location_id)] <= e.ci_high for e in release.estimates)
     squares = sum((e.estimate - truth[int(e.location_id)]) ** 2 for e in release.estimates)
@@ -205,7 +181,7 @@ def _show(
     releases: dict[str, pb.QueryRelease],
     seconds: float,
 ) -> None:
-    rows = _rows(targets, truth, releases)
+    rows = estimate_rows(targets, releases, lambda _name: truth, truth)
     coverage = {name: _coverage(r, truth) for name, r in releases.items()}
     views = {name: views_json(list(r.claims)) for name, r in releases.items()}
     if settings.json_out:
