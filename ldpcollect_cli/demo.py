@@ -217,6 +217,25 @@ async def _run_fleet(
     return results
 
 
+def estimates_table(
+    title: str, rows: list[dict[str, object]], names: list[str], labels: Mapping[str, str]
+) -> Table:
+    """`estimate_rows` as a table: cell, truth, then "estimate [95% interval]" per release."""
+    table = Table(title=title)
+    table.add_column("cell", justify="right")
+    table.add_column("truth", justify="right")
+    for name in names:
+        table.add_column(labels[name], justify="right")
+    for row in rows:
+        cells = [str(row["location_id"]), str(row["ground_truth"])]
+        for name in names:
+            e = row[name]
+            assert isinstance(e, dict)
+            cells.append(f"{e['estimate']:.0f} [{e['ci_low']:.0f}, {e['ci_high']:.0f}]")
+        table.add_row(*cells)
+    return table
+
+
 def estimate_rows(
     targets: list[int],
     releases: dict[str, pb.QueryRelease],
@@ -293,22 +312,11 @@ def _show(
             }
         )
         return
-    table = Table(
-        title=f"busiest {settings.top} of {len(targets)} cells, {settings.devices} devices: "
+    title = (
+        f"busiest {settings.top} of {len(targets)} cells, {settings.devices} devices: "
         "estimate [95% interval]"
     )
-    table.add_column("cell", justify="right")
-    table.add_column("truth", justify="right")
-    for name in releases:
-        table.add_column(LABELS[name], justify="right")
-    for row in rows[: settings.top]:
-        cells = [str(row["location_id"]), str(row["ground_truth"])]
-        for name in releases:
-            e = row[name]
-            assert isinstance(e, dict)
-            cells.append(f"{e['estimate']:.0f} [{e['ci_low']:.0f}, {e['ci_high']:.0f}]")
-        table.add_row(*cells)
-    console.print(table)
+    console.print(estimates_table(title, rows[: settings.top], list(releases), LABELS))
     for name in releases:
         share, rmse = coverage[name]
         line = (

@@ -25,7 +25,6 @@ import grpc
 import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from client.secure_collector import create_secure_query, release_secure_query
 from client.secure_device import SecureDevice, fetch_query, upload
@@ -35,7 +34,7 @@ from ldpcollect.secure.key_file import load_or_create_key_pair
 from ldpcollect.secure.sealing import HpkeKeyPair
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2 as spb
-from ldpcollect_cli.demo import block_targets, estimate_rows
+from ldpcollect_cli.demo import block_targets, estimate_rows, estimates_table
 from ldpcollect_cli.secure_release import release_message, views_json
 from ldpcollect_cli.secure_serving import secure_ready_prefix
 from ldpcollect_cli.serve_subprocess import serve_subprocess
@@ -198,22 +197,11 @@ def _show(
             }
         )
         return
-    table = Table(
-        title=f"secure mode: busiest {settings.top} of {len(targets)} cells, "
+    title = (
+        f"secure mode: busiest {settings.top} of {len(targets)} cells, "
         f"{settings.devices} devices: estimate [95% interval]"
     )
-    table.add_column("cell", justify="right")
-    table.add_column("truth", justify="right")
-    for name in releases:
-        table.add_column(LABELS[name], justify="right")
-    for row in rows[: settings.top]:
-        cells = [str(row["location_id"]), str(row["ground_truth"])]
-        for name in releases:
-            e = row[name]
-            assert isinstance(e, dict)
-            cells.append(f"{e['estimate']:.0f} [{e['ci_low']:.0f}, {e['ci_high']:.0f}]")
-        table.add_row(*cells)
-    console.print(table)
+    console.print(estimates_table(title, rows[: settings.top], list(releases), LABELS))
     for name, (share, rmse) in coverage.items():
         console.print(
             f"{LABELS[name]}: 95% intervals hold the truth in {share:.0%} of {len(targets)} "
