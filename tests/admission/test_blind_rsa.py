@@ -133,10 +133,17 @@ def test_blind_sign_refuses_wrong_size_and_out_of_range_messages(
 def test_finalize_refuses_a_signature_from_another_key(
     signing_key: TokenSigningKey, other_key: TokenSigningKey
 ) -> None:
-    variant, public = blind_rsa.PSS_DETERMINISTIC, signing_key.private_key.public_key()
+    # The keys are fresh each run: sign with the larger modulus, so that the blinded message
+    # (below the smaller one) is always in range for the wrong key (else BlindSign itself
+    # refuses it, in about half the runs, before finalize is reached).
+    mine, theirs = sorted(
+        (signing_key.private_key, other_key.private_key),
+        key=lambda k: k.public_key().public_numbers().n,
+    )
+    variant, public = blind_rsa.PSS_DETERMINISTIC, mine.public_key()
     blinded = blind_rsa.blind(public, b"msg", variant)
-    wrong = blind_rsa.blind_sign(other_key.private_key, blinded.blinded_msg)
-    # The other key's modulus is random: its signature is above this n about half the time.
+    wrong = blind_rsa.blind_sign(theirs, blinded.blinded_msg)
+    # Its signature is below the larger modulus only: above this n about half the time.
     with pytest.raises(BlindSignatureError, match=r"invalid signature|not below n"):
         blind_rsa.finalize(public, b"msg", wrong, blinded.inv, variant)
     with pytest.raises(BlindSignatureError, match="must be 256 bytes"):
