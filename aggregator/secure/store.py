@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from aggregator.errors import AlreadyExists, FailedPrecondition, NotFound
+from aggregator.secure import spent_tokens
 
 T = TypeVar("T")
 
@@ -46,12 +47,14 @@ class HeldReport:
     report_id: bytes
     body: bytes
     leader_share: bytes
+    token: bytes = b""
 
 
 class UploadOutcome:
     NEW = "new"
     DUPLICATE = "duplicate"
     CONFLICT = "conflict"
+    TOKEN_SPENT = "token spent"  # its token's nonce was spent by another report
 
 
 def secure_db_path(main_db: str | Path) -> Path:
@@ -72,6 +75,7 @@ class SecureStore:
         db.execute("PRAGMA synchronous = FULL")
         schema = resources.files("aggregator.secure").joinpath("schema/secure_v1.sql")
         db.executescript(schema.read_text())
+        spent_tokens.migrate(db)
         self._db = db
 
     def close(self) -> None:
@@ -205,6 +209,7 @@ class SecureStore:
             if charge is not None:
                 self._put_ledger(db, charge(self._ledger(db)))
             sealed = seal(query)
+            spent_tokens.forget(db, query_id)
             db.execute(
                 "UPDATE secure_queries SET state = ?, sealed_share = ? WHERE query_id = ?",
                 (RELEASED, sealed, query_id),
@@ -236,17 +241,22 @@ class SecureStore:
 
     # -- leader: held reports and jobs -------------------------------------------------------
     def hold_reports(
-        self, query_id: str, reports: Sequence[tuple[bytes, bytes, bytes]]
+        self, query_id: str, reports: Sequence[tuple[bytes, bytes, bytes, bytes]]
     ) -> list[str]:
-        """Durably hold (report id, encoded report, opened leader share) for a query that must
-        be open; per report NEW, DUPLICATE (same bytes again) or CONFLICT (same id, other
-        bytes: refused)."""
+        """Durably hold (report id, encoded report, opened leader share, checked token or
+        b"") for a query that must be open; per report NEW, DUPLICATE (same bytes again),
+        CONFLICT (same id, other bytes: refused) or TOKEN_SPENT (its token's nonce spent by
+        another report: refused). A NEW report's nonce is spent in the same transaction."""
 
         def work(db: sqlite3.Connection) -> list[str]:
             if self._query(db, query_id).state != OPEN:
                 raise FailedPrecondition(f"secure query {query_id!r} is not open")
             outcomes = []
-            for report_id, body, share in reports:
+            for report_id, body, share, token in reports:
+                nonce = spent_tokens.nonce_of(token) if token else b""
+                if nonce and spent_tokens.spender(db, query_id, nonce) not in (None, report_id):
+                    outcomes.append(UploadOutcome.TOKEN_SPENT)
+                    continue
                 digest = hashlib.sha256(body).digest()
                 row = db.execute(
                     "SELECT digest FROM secure_reports WHERE query_id = ? AND report_id = ?",
@@ -257,10 +267,12 @@ class SecureStore:
                     outcomes.append(UploadOutcome.DUPLICATE if same else UploadOutcome.CONFLICT)
                     continue
                 db.execute(
-                    "INSERT INTO secure_reports (query_id, report_id, digest, body, leader_share)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (query_id, report_id, digest, body, share),
+                    "INSERT INTO secure_reports (query_id, report_id, digest, body, leader_share,"
+                    " token) VALUES (?, ?, ?, ?, ?, ?)",
+                    (query_id, report_id, digest, body, share, token or None),
                 )
+                if nonce and spent_tokens.spender(db, query_id, nonce) is None:
+                    spent_tokens.spend(db, query_id, [(nonce, report_id)])
                 outcomes.append(UploadOutcome.NEW)
             return outcomes
 
@@ -292,9 +304,9 @@ class SecureStore:
                     (job_id, query_id, query_id, limit),
                 )
             held = [
-                HeldReport(bytes(r[0]), bytes(r[1]), bytes(r[2]))
+                HeldReport(bytes(r[0]), bytes(r[1]), bytes(r[2]), bytes(r[3] or b""))
                 for r in db.execute(
-                    "SELECT report_id, body, leader_share FROM secure_reports "
+                    "SELECT report_id, body, leader_share, token FROM secure_reports "
                     "WHERE query_id = ? AND job_id = ? AND outcome IS NULL ORDER BY report_id",
                     (query_id, job_id),
                 )
@@ -330,7 +342,7 @@ class SecureStore:
             accepted = sum(1 for _, outcome in outcomes if not outcome)
             db.executemany(
                 "UPDATE secure_reports SET outcome = ?, body = NULL, leader_share = NULL, "
-                "job_id = NULL WHERE query_id = ? AND report_id = ? AND job_id = ?",
+                "token = NULL, job_id = NULL WHERE query_id = ? AND report_id = ? AND job_id = ?",
                 [(outcome, query_id, rid, job_id) for rid, outcome in outcomes],
             )
             db.execute(
@@ -377,6 +389,10 @@ class SecureStore:
 
         return self._locked(work)
 
+    def spent_nonces(self, query_id: str, nonces: Sequence[bytes]) -> set[bytes]:
+        """Which of `nonces` this aggregator has spent for the query."""
+        return self._locked(lambda: spent_tokens.spent_among(self.db, query_id, nonces))
+
     def record_job(
         self,
         query_id: str,
@@ -386,9 +402,11 @@ class SecureStore:
         accepted: int,
         refused: int,
         merge: Callable[[bytes], bytes],
+        spend: Sequence[tuple[bytes, bytes]] = (),
     ) -> bytes:
-        """The helper's commit: the answer, the report ids, the aggregate; returns the stored
-        answer (an earlier one when the same job was recorded meanwhile)."""
+        """The helper's commit: the answer, the report ids, the aggregate and the spent token
+        nonces (nonce, report id); returns the stored answer (an earlier one when the same job
+        was recorded meanwhile)."""
 
         def work(db: sqlite3.Connection) -> bytes:
             row = db.execute("SELECT response FROM helper_jobs WHERE job_id = ?", (job_id,))
@@ -407,6 +425,7 @@ class SecureStore:
                 "VALUES (?, ?, ?)",
                 [(query_id, rid, job_id) for rid in seen],
             )
+            spent_tokens.spend(db, query_id, spend)
             db.execute(
                 "UPDATE secure_queries SET aggregate = ?, aggregated = aggregated + ?, "
                 "refused = refused + ? WHERE query_id = ?",
