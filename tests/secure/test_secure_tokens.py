@@ -288,3 +288,28 @@ def test_creating_a_token_query_needs_a_token_directory_at_both(
     finally:
         leader.stop()
         helper.stop()
+
+
+def test_a_spent_token_stays_spent_after_the_leader_is_killed(setup: Setup) -> None:
+    pair = setup.pair
+    with grpc.insecure_channel(setup.issuer.address) as ic:
+        with pair.channel() as channel:
+            device = token_query(setup, channel)
+            issuer = setup.client(ic)
+            key = issuer.key()
+            tokens = issuer.tokens(key, [report_challenge(key, device.query)] * 4)
+            bodies = [device.seal_measurement([0, 0, 1, 1]) for _ in range(4)]
+            done = upload(channel, bodies, tokens=tokens)
+            assert (done.accepted, list(done.rejected)) == (4, [])
+        pair.leader.kill()  # SIGKILL right after the acknowledgement
+        pair.leader.start()
+        with pair.channel() as channel:
+            names = {code.value[0]: code.name for code in grpc.StatusCode}
+            replay = upload(channel, [device.seal_measurement([1, 1, 1, 1])], tokens=tokens[:1])
+            assert [names[r.code] for r in replay.rejected] == ["ALREADY_EXISTS"]
+            retry = upload(channel, bodies, tokens=tokens)
+            assert (retry.accepted, retry.duplicates) == (0, 4)
+            counted = aggregated(channel, device.query.query_id)
+            assert (counted.aggregated_reports, counted.refused_reports) == (4, 0)
+            release = release_secure_query(channel, ADMIN, setup.collector, device.query.query_id)
+    assert release.round_counts == [[0, 0, 4, 4]]
