@@ -14,95 +14,39 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from aggregator.errors import AlreadyExists, FailedPrecondition, NotFound
+from aggregator.errors import AlreadyExists, FailedPrecondition
 from aggregator.secure import spent_tokens
+from aggregator.secure.helper_store import HelperStore
+from aggregator.secure.store_core import (
+    CLOSED,
+    OPEN,
+    RELEASED,
+    STATE_NAMES,
+    HeldReport,
+    StoredQuery,
+    UploadOutcome,
+    secure_db_path,
+)
 
-T = TypeVar("T")
-
-OPEN, CLOSED, RELEASED = 1, 2, 3
-STATE_NAMES = {OPEN: "open", CLOSED: "closed", RELEASED: "released"}
-
-
-@dataclass(frozen=True)
-class StoredQuery:
-    query_id: str
-    params: dict[str, Any]
-    verify_key: bytes
-    state: int
-    aggregate: bytes
-    aggregated: int
-    refused: int
-    sealed_share: bytes | None
-
-
-@dataclass(frozen=True)
-class HeldReport:
-    report_id: bytes
-    body: bytes
-    leader_share: bytes
-    token: bytes = b""
+__all__ = [
+    "CLOSED",
+    "OPEN",
+    "RELEASED",
+    "STATE_NAMES",
+    "HeldReport",
+    "SecureStore",
+    "StoredQuery",
+    "UploadOutcome",
+    "secure_db_path",
+]
 
 
-class UploadOutcome:
-    NEW = "new"
-    DUPLICATE = "duplicate"
-    CONFLICT = "conflict"
-    TOKEN_SPENT = "token spent"  # its token's nonce was spent by another report
-
-
-def secure_db_path(main_db: str | Path) -> Path:
-    """The secure store's file beside the aggregator's main database."""
-    path = Path(main_db)
-    return path.with_name(path.name + ".secure")
-
-
-class SecureStore:
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
-
-    def open(self) -> None:
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = FULL")
-        schema = resources.files("aggregator.secure").joinpath("schema/secure_v1.sql")
-        db.executescript(schema.read_text())
-        spent_tokens.migrate(db)
-        self._db = db
-
-    def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
-
-    def _locked(self, work: Callable[[], T]) -> T:
-        with self._lock:
-            return work()
-
-    @property
-    def db(self) -> sqlite3.Connection:
-        if self._db is None:
-            raise RuntimeError("the secure store is not open")
-        return self._db
-
-    def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        db = self.db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            result = work(db)
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
-        return result
+class SecureStore(HelperStore):
+    """Both roles' store: queries, release and the ledger here, the leader's held reports
+    and jobs below, the helper's jobs in `HelperStore`."""
 
     # -- queries ----------------------------------------------------------------------------
     def create_query(
@@ -160,27 +104,6 @@ class SecureStore:
             return [self._query(self.db, i) for i in ids]
 
         return self._locked(work)
-
-    @staticmethod
-    def _query(db: sqlite3.Connection, query_id: str) -> StoredQuery:
-        row = db.execute(
-            "SELECT body, verify_key, state, aggregate, aggregated, refused, sealed_share "
-            "FROM secure_queries WHERE query_id = ?",
-            (query_id,),
-        ).fetchone()
-        if row is None:
-            raise NotFound(f"no secure query {query_id!r}")
-        body, key, state, aggregate, aggregated, refused, sealed = row
-        return StoredQuery(
-            query_id,
-            json.loads(body),
-            bytes(key),
-            int(state),
-            bytes(aggregate),
-            int(aggregated),
-            int(refused),
-            None if sealed is None else bytes(sealed),
-        )
 
     def close_query(self, query_id: str) -> StoredQuery:
         def work(db: sqlite3.Connection) -> StoredQuery:
@@ -365,72 +288,3 @@ class SecureStore:
             return {r[0]: int(r[1]) for r in self.db.execute(sql + " GROUP BY query_id", args)}
 
         return self._locked(work)
-
-    # -- helper: jobs and seen report ids ----------------------------------------------------
-    def job_response(self, job_id: bytes) -> bytes | None:
-        def work() -> bytes | None:
-            row = self.db.execute(
-                "SELECT response FROM helper_jobs WHERE job_id = ?", (job_id,)
-            ).fetchone()
-            return None if row is None else bytes(row[0])
-
-        return self._locked(work)
-
-    def seen_reports(self, query_id: str, report_ids: Sequence[bytes]) -> set[bytes]:
-        def work() -> set[bytes]:
-            seen = set()
-            for rid in report_ids:
-                if self.db.execute(
-                    "SELECT 1 FROM helper_reports WHERE query_id = ? AND report_id = ?",
-                    (query_id, rid),
-                ).fetchone():
-                    seen.add(rid)
-            return seen
-
-        return self._locked(work)
-
-    def spent_nonces(self, query_id: str, nonces: Sequence[bytes]) -> set[bytes]:
-        """Which of `nonces` this aggregator has spent for the query."""
-        return self._locked(lambda: spent_tokens.spent_among(self.db, query_id, nonces))
-
-    def record_job(
-        self,
-        query_id: str,
-        job_id: bytes,
-        response: bytes,
-        seen: Sequence[bytes],
-        accepted: int,
-        refused: int,
-        merge: Callable[[bytes], bytes],
-        spend: Sequence[tuple[bytes, bytes]] = (),
-    ) -> bytes:
-        """The helper's commit: the answer, the report ids, the aggregate and the spent token
-        nonces (nonce, report id); returns the stored answer (an earlier one when the same job
-        was recorded meanwhile)."""
-
-        def work(db: sqlite3.Connection) -> bytes:
-            row = db.execute("SELECT response FROM helper_jobs WHERE job_id = ?", (job_id,))
-            earlier = row.fetchone()
-            if earlier is not None:
-                return bytes(earlier[0])
-            query = self._query(db, query_id)
-            if query.state == RELEASED:
-                raise FailedPrecondition(f"secure query {query_id!r} is already released")
-            db.execute(
-                "INSERT INTO helper_jobs (job_id, query_id, response) VALUES (?, ?, ?)",
-                (job_id, query_id, response),
-            )
-            db.executemany(
-                "INSERT OR IGNORE INTO helper_reports (query_id, report_id, job_id) "
-                "VALUES (?, ?, ?)",
-                [(query_id, rid, job_id) for rid in seen],
-            )
-            spent_tokens.spend(db, query_id, spend)
-            db.execute(
-                "UPDATE secure_queries SET aggregate = ?, aggregated = aggregated + ?, "
-                "refused = refused + ? WHERE query_id = ?",
-                (merge(query.aggregate), accepted, refused, query_id),
-            )
-            return response
-
-        return self._locked(lambda: self._transaction(work))
