@@ -313,3 +313,33 @@ def test_a_spent_token_stays_spent_after_the_leader_is_killed(setup: Setup) -> N
             assert (counted.aggregated_reports, counted.refused_reports) == (4, 0)
             release = release_secure_query(channel, ADMIN, setup.collector, device.query.query_id)
     assert release.round_counts == [[0, 0, 4, 4]]
+
+
+def test_a_leader_restarted_without_its_directory_refuses_token_uploads(setup: Setup) -> None:
+    leader = setup.pair.leader
+    with grpc.insecure_channel(setup.issuer.address) as ic, setup.pair.channel() as channel:
+        device = token_query(setup, channel)
+        issuer = setup.client(ic)
+        key = issuer.key()
+        [token] = issuer.tokens(key, [report_challenge(key, device.query)])
+    with_directory = leader.extra
+    leader.stop()
+    leader.extra = ()
+    leader.start()
+    try:
+        with setup.pair.channel() as channel:
+            body = device.seal_measurement([1, 0, 1, 0])
+            done = upload(channel, [body], tokens=[token])
+            names = {code.value[0]: code.name for code in grpc.StatusCode}
+            assert [names[r.code] for r in done.rejected] == ["UNAVAILABLE"]
+            assert "--token-directory" in done.rejected[0].message
+            query = fetch_query(channel, device.query.query_id)
+            assert (query.pending_reports, query.aggregated_reports) == (0, 0)
+    finally:
+        leader.stop()
+        leader.extra = with_directory
+        leader.start()
+    with setup.pair.channel() as channel:  # back with its directory: the same token counts
+        done = upload(channel, [body], tokens=[token])
+        assert (done.accepted, list(done.rejected)) == (1, [])
+        assert aggregated(channel, device.query.query_id).aggregated_reports == 1
