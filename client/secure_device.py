@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import grpc
 
-from client.tokens import IssuerKey
+from client.tokens import IssuerClient, IssuerKey
 from ldpcollect.admission.query_challenge import secure_query_challenge
 from ldpcollect.admission.tokens import TokenChallenge
 from ldpcollect.errors import ParameterError
@@ -64,6 +64,13 @@ class SecureDevice:
     def seal(self, draw: DeviceDraw, report_id: bytes | None = None) -> bytes:
         rounds = [[int(b) for b in draw.answer_bits(r)] for r in range(1, draw.rounds + 1)]
         return self.seal_measurement(measurement(self.kind, rounds), report_id)
+
+    def fetch_token(self, issuer: IssuerClient) -> bytes:
+        """One admission token for a report of this query (the issuer counts it against this
+        device's K for the epoch). Keep it with the report: a retry sends both again."""
+        key = issuer.key()
+        [token] = issuer.tokens(key, [report_challenge(key, self.query)])
+        return token
 
     def seal_measurement(self, values: Sequence[int], report_id: bytes | None = None) -> bytes:
         report = shard_report(
