@@ -60,6 +60,13 @@ _ADVICE = {
 }
 
 
+def token_refusal(verdict: Verdict) -> ServiceError:
+    """The refusal of a token that is not valid, with its precise status and advice."""
+    return _REFUSAL[verdict](
+        f"the admission token is {verdict.value}: {_ADVICE[verdict]} (nothing counted)"
+    )
+
+
 class TokenKeys:
     """The issuer's directory (a JSON file its `--directory-out` writes), read again whenever
     the file changes, so a key rotation reaches the aggregator without a restart."""
@@ -266,10 +273,7 @@ class Redeemer:
             if verdict is Verdict.VALID:
                 valid.setdefault(reports.query_ids[i], []).append(i)
             else:
-                refusal = _REFUSAL[verdict](
-                    f"the admission token is {verdict.value}: {_ADVICE[verdict]} (nothing counted)"
-                )
-                screened.rejected.append((i, Outcome(refusal)))
+                screened.rejected.append((i, Outcome(token_refusal(verdict))))
         for query_id, indices in valid.items():
             nonces = [bytes(tokens[i][_NONCE_AT : _NONCE_AT + NONCE_LENGTH]) for i in indices]
             items = list(zip(nonces, (reports.report_ids[i] for i in indices), strict=True))

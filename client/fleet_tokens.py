@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import numpy.typing as npt
 from client.channels import open_aio_channel
 from client.tokens import AsyncIssuerClient, Enrollment, IssuerKey, report_challenge
 from ldpcollect.admission.enrollment import device_secret
+from ldpcollect.admission.tokens import TokenChallenge
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 
 
@@ -41,12 +43,20 @@ class FleetTokens:
     ) -> tuple[dict[int, bytes], Counter[tuple[str, str]]]:
         """A token for each device's report of `round_`: (tokens by device, failures by
         (code, message)). A device the issuer refuses (e.g. its quota is spent) sends nothing."""
+        return await self.fetch_for(lambda key: report_challenge(key, query, round_), devices)
+
+    async def fetch_for(
+        self,
+        challenge_of: Callable[[IssuerKey], TokenChallenge],
+        devices: Sequence[int] | npt.NDArray[np.intp],
+    ) -> tuple[dict[int, bytes], Counter[tuple[str, str]]]:
+        """`fetch` for any challenge (given the issuer's key): a secure query's, say."""
         tokens: dict[int, bytes] = {}
         failures: Counter[tuple[str, str]] = Counter()
         async with open_aio_channel(self.issuer, self.tls_ca) as channel:
             client = AsyncIssuerClient(channel)
             key: IssuerKey = await client.key()
-            challenge = report_challenge(key, query, round_)
+            challenge = challenge_of(key)
             limit = asyncio.Semaphore(self.concurrency)
 
             async def one(device: int) -> None:

@@ -38,6 +38,7 @@ def create_secure_query(
     noise_sigma: str = "",
     query_id: str = "",
     description: str = "",
+    require_tokens: bool = False,
 ) -> spb.SecureQuery:
     request = spb.CreateSecureQueryRequest(
         query_id=query_id,
@@ -47,6 +48,7 @@ def create_secure_query(
         min_reports=min_reports,
         noise_sigma=noise_sigma,
         collector_hpke_config=collector.config.encode(),
+        require_tokens=require_tokens,
     )
     return spb_grpc.SecureAdminStub(channel).CreateSecureQuery(
         request, metadata=_auth(token), timeout=60

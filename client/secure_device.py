@@ -1,7 +1,9 @@
 """A device in secure mode: read the query with both aggregators' HPKE configs (refusing a
 query without them), run the mechanism locally exactly as in the trusted mode, shard the
 answers with the query's VDAF, seal each share to its aggregator, and upload once, to the
-leader."""
+leader. For a query that requires admission tokens, each report goes with a token whose
+challenge is the query's (`report_challenge`), fetched from the issuer with the trusted mode's
+client (`client.tokens`); a retry sends the same report with the same token."""
 
 from __future__ import annotations
 
@@ -10,6 +12,10 @@ from collections.abc import Sequence
 
 import grpc
 
+from client.tokens import IssuerClient, IssuerKey
+from ldpcollect.admission.query_challenge import secure_query_challenge
+from ldpcollect.admission.tokens import TokenChallenge
+from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import DeviceDraw, Mechanism
 from ldpcollect.secure.query_vdaf import measurement, query_vdaf, vdaf_kind
 from ldpcollect.secure.sealing import HpkeConfig, SealingError
@@ -59,6 +65,13 @@ class SecureDevice:
         rounds = [[int(b) for b in draw.answer_bits(r)] for r in range(1, draw.rounds + 1)]
         return self.seal_measurement(measurement(self.kind, rounds), report_id)
 
+    def fetch_token(self, issuer: IssuerClient) -> bytes:
+        """One admission token for a report of this query (the issuer counts it against this
+        device's K for the epoch). Keep it with the report: a retry sends both again."""
+        key = issuer.key()
+        [token] = issuer.tokens(key, [report_challenge(key, self.query)])
+        return token
+
     def seal_measurement(self, values: Sequence[int], report_id: bytes | None = None) -> bytes:
         report = shard_report(
             self.vdaf,
@@ -73,6 +86,25 @@ class SecureDevice:
         return report.encode()
 
 
+def report_challenge(key: IssuerKey, query: spb.SecureQuery) -> TokenChallenge:
+    """The challenge every report of the secure query carries a token for: bound to the
+    query, its report kind and upload round, and both aggregators (origin_info: leader,
+    helper). Refuses a query bound to another issuer than the one this device asks."""
+    if not query.require_tokens:
+        raise ParameterError("secure query", query.query_id, "one that requires tokens")
+    if query.token_issuer != key.issuer_name:
+        raise ParameterError(
+            "token issuer",
+            query.token_issuer,
+            f"the issuer this device is enrolled with ({key.issuer_name})",
+            "tokens of another issuer would be refused",
+        )
+    kind = vdaf_kind(mechanism_from_proto(query.mechanism).name)
+    return secure_query_challenge(
+        query.token_issuer, query.query_id, kind, query.upload_round, list(query.token_origins)
+    )
+
+
 def fetch_query(channel: grpc.Channel, query_id: str) -> spb.SecureQuery:
     return spb_grpc.SecureCollectorStub(channel).GetSecureQuery(
         spb.GetSecureQueryRequest(query_id=query_id), timeout=30
@@ -80,9 +112,14 @@ def fetch_query(channel: grpc.Channel, query_id: str) -> spb.SecureQuery:
 
 
 def upload(
-    channel: grpc.Channel, reports: Sequence[bytes], timeout: float = 60
+    channel: grpc.Channel,
+    reports: Sequence[bytes],
+    timeout: float = 60,
+    tokens: Sequence[bytes] = (),
 ) -> spb.UploadSecureReportsResponse:
-    """Upload sealed reports; acknowledged ones are durable at the leader."""
+    """Upload sealed reports (with one token each when the query requires them);
+    acknowledged ones are durable at the leader."""
     return spb_grpc.SecureCollectorStub(channel).UploadSecureReports(
-        spb.UploadSecureReportsRequest(reports=list(reports)), timeout=timeout
+        spb.UploadSecureReportsRequest(reports=list(reports), tokens=list(tokens)),
+        timeout=timeout,
     )

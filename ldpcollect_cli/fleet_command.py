@@ -57,9 +57,18 @@ class FleetRequest:
 
 
 def fleet_tokens(request: FleetRequest) -> FleetTokens | None:
-    if request.issuer is None:
+    return load_fleet_tokens(
+        request.issuer, request.enrollment_key, request.device_prefix, request.tls_ca
+    )
+
+
+def load_fleet_tokens(
+    issuer: str | None, enrollment_key: Path | None, device_prefix: str, tls_ca: Path | None
+) -> FleetTokens | None:
+    """`--issuer` and `--enrollment-key` as a fleet's token source (None without --issuer)."""
+    if issuer is None:
         return None
-    if request.enrollment_key is None:
+    if enrollment_key is None:
         raise ParameterError(
             "--enrollment-key",
             None,
@@ -67,12 +76,10 @@ def fleet_tokens(request: FleetRequest) -> FleetTokens | None:
             "the issuer's enrollment.key (in its --state-dir) enrolls the simulated devices",
         )
     try:
-        key = request.enrollment_key.read_bytes()
+        key = enrollment_key.read_bytes()
     except OSError as exc:
-        raise ParameterError(
-            "--enrollment-key", str(request.enrollment_key), "a readable file"
-        ) from exc
-    return FleetTokens(request.issuer, key, request.device_prefix, request.tls_ca)
+        raise ParameterError("--enrollment-key", str(enrollment_key), "a readable file") from exc
+    return FleetTokens(issuer, key, device_prefix, tls_ca)
 
 
 def parse_center(text: str) -> tuple[float, float]:

@@ -6,7 +6,6 @@ shares, open them with the collector key, debias). Heavy modules load inside the
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from typing import Annotated
 
@@ -57,6 +56,14 @@ def create(
         str, typer.Option("--noise-sigma", help="Sigma EACH aggregator adds at release.")
     ] = "",
     query_id: Annotated[str, typer.Option("--query", "-q")] = "",
+    require_tokens: Annotated[
+        bool,
+        typer.Option(
+            "--require-tokens",
+            help="Every upload must carry an admission token of the issuer both aggregators "
+            "accept (both started with --token-directory; docs/admission.md).",
+        ),
+    ] = False,
     collector_key: CollectorKey = Path("ldpcollect-collector.key"),
     server: Server = "127.0.0.1:50051",
     admin_token: Token = "",
@@ -82,11 +89,21 @@ def create(
                 min_reports,
                 noise_sigma,
                 query_id,
+                require_tokens=require_tokens,
             )
         if json_out:
-            print_json({"query_id": query.query_id, "upload_round": query.upload_round})
+            print_json(
+                {
+                    "query_id": query.query_id,
+                    "upload_round": query.upload_round,
+                    "require_tokens": query.require_tokens,
+                    "token_issuer": query.token_issuer,
+                    "token_origins": list(query.token_origins),
+                }
+            )
         else:
-            console.print(f"created secure query {query.query_id} ({len(cells)} targets)")
+            tokens = f", tokens of {query.token_issuer}" if query.require_tokens else ""
+            console.print(f"created secure query {query.query_id} ({len(cells)} targets{tokens})")
 
     guarded(work)
 
@@ -96,27 +113,42 @@ def simulate(
     query_id: QueryId,
     devices: Annotated[int, typer.Option("--devices", "-n", min=1)] = 100,
     seed: Annotated[int, typer.Option("--seed")] = 1,
+    issuer: Annotated[
+        str | None,
+        typer.Option(
+            "--issuer",
+            help="host:port of the token issuer, for a query that requires admission tokens "
+            "(each simulated device gets its own token).",
+        ),
+    ] = None,
+    enrollment_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--enrollment-key",
+            help="The issuer's enrollment key (enrollment.key in its --state-dir): enrolls "
+            "the simulated devices as <--device-prefix>-<i>.",
+        ),
+    ] = None,
+    device_prefix: Annotated[
+        str, typer.Option("--device-prefix", help="Issuer device ids of the simulated devices.")
+    ] = "sim",
     server: Server = "127.0.0.1:50051",
     tls_ca: TlsCa = None,
 ) -> None:
     """Simulated devices at random targets (or elsewhere) draw, seal and upload once."""
+    from ldpcollect_cli.fleet_command import load_fleet_tokens
+    from ldpcollect_cli.secure_simulate import simulate_secure
 
-    def work() -> None:
-        from client.secure_device import SecureDevice, fetch_query, upload
-
-        rng = random.Random(seed)
-        with open_channel(server, tls_ca) as channel:
-            device = SecureDevice(fetch_query(channel, query_id))
-            elsewhere = max(device.query.targets) + 1  # a cell outside the targets
-            cells = [*device.query.targets, elsewhere]
-            bodies = [device.seal(device.draw(rng.choice(cells))) for _ in range(devices)]
-            accepted = duplicates = 0
-            for i in range(0, len(bodies), 500):
-                done = upload(channel, bodies[i : i + 500])
-                accepted, duplicates = accepted + done.accepted, duplicates + done.duplicates
-        console.print(f"{accepted} reports acknowledged ({duplicates} duplicates)")
-
-    guarded(work)
+    guarded(
+        lambda: simulate_secure(
+            query_id,
+            devices,
+            seed,
+            server,
+            tls_ca,
+            load_fleet_tokens(issuer, enrollment_key, device_prefix, tls_ca),
+        )
+    )
 
 
 @app.command("release")

@@ -8,16 +8,21 @@ their answers (worker processes) and upload once to the leader; the collector cl
 collects both sealed shares, opens, debiases and prints the estimates beside the truth, the
 three views of each release, and stops both servers. The device side (the FLP proof in
 Python) is about half of the CPU time: see docs/secure-mode.md for the figures.
+
+With `--tokens` an issuer process runs too, both aggregators accept its tokens, both queries
+require them, and each simulated device (enrolled as demo-<i>, K = 2) fetches one token per
+query before it uploads (a blind signature each: use -n 500 or so).
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,15 +31,22 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from client.fleet_tokens import FleetTokens
 from client.secure_collector import create_secure_query, release_secure_query
-from client.secure_device import SecureDevice, fetch_query, upload
+from client.secure_device import SecureDevice, fetch_query, report_challenge, upload
 from ldpcollect import geo
 from ldpcollect.mechanisms import Mechanism, RandomizedResponse, SamplingPrivacy
 from ldpcollect.secure.key_file import load_or_create_key_pair
 from ldpcollect.secure.sealing import HpkeKeyPair
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2 as spb
-from ldpcollect_cli.demo import block_targets, estimate_rows, estimates_table
+from ldpcollect_cli.demo import (
+    block_targets,
+    directory_file,
+    estimate_rows,
+    estimates_table,
+    issuer_subprocess,
+)
 from ldpcollect_cli.secure_release import release_message, views_json
 from ldpcollect_cli.secure_serving import secure_ready_prefix
 from ldpcollect_cli.serve_subprocess import serve_subprocess
@@ -48,6 +60,7 @@ UPLOAD_BATCH = 250
 # Python, and both servers' verification shares the same two cores (docs/secure-mode.md,
 # "Speed"). `-n 3000` for a quick look (about 20 s).
 SECURE_DEMO_DEVICES = 20_000
+TOKENS_PER_DEVICE = 2  # with --tokens: one per query (RR, SP pair)
 
 
 @dataclass(frozen=True)
@@ -57,16 +70,24 @@ class SecureDemoSettings:
     top: int = 10
     json_out: bool = False
     workers: int = 2
+    tokens: bool = False  # run an issuer; both queries require its tokens
 
 
 @contextmanager
 def role_subprocess(
-    role: str, db: Path, admin_token: str, peer_token: str, helper: str | None = None
+    role: str,
+    db: Path,
+    admin_token: str,
+    peer_token: str,
+    helper: str | None = None,
+    token_directory: Path | None = None,
 ) -> Iterator[str]:
     """`ldpcollect serve --role ROLE` on 127.0.0.1:0; yields its address; stops it."""
     args = ["--role", role, "--db", str(db), "--listen", "127.0.0.1:0"]
     if helper is not None:
         args += ["--helper", helper]
+    if token_directory is not None:
+        args += ["--token-directory", str(token_directory)]
     env = {"LDPCOLLECT_ADMIN_TOKEN": admin_token, "LDPCOLLECT_PEER_TOKEN": peer_token}
     with serve_subprocess(args, env, secure_ready_prefix(role), f"the {role}") as address:
         yield address
@@ -86,14 +107,16 @@ class Deployment:
 
 
 @contextmanager
-def secure_deployment(prefix: str) -> Iterator[Deployment]:
+def secure_deployment(prefix: str, token_directory: Path | None = None) -> Iterator[Deployment]:
+    """`token_directory`: both roles accept that issuer's tokens."""
     admin, peer = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    tokens = token_directory
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         folder = Path(tmp)
         collector = load_or_create_key_pair(folder / "collector.key")
         with (
-            role_subprocess("helper", folder / "helper.db", admin, peer) as helper,
-            role_subprocess("leader", folder / "leader.db", admin, peer, helper) as leader,
+            role_subprocess("helper", folder / "helper.db", admin, peer, None, tokens) as helper,
+            role_subprocess("leader", folder / "leader.db", admin, peer, helper, tokens) as leader,
             grpc.insecure_channel(leader) as channel,
         ):
             yield Deployment(folder, helper, leader, channel, admin, collector)
@@ -117,7 +140,15 @@ def run_secure_demo(settings: SecureDemoSettings, console: Console) -> None:
         if cell in truth:
             truth[cell] += 1
     say = console.print if not settings.json_out else (lambda *a, **k: None)
-    with secure_deployment("ldpcollect-secure-demo-") as run:
+    with ExitStack() as stack:
+        tokens, directory = None, None
+        if settings.tokens:
+            state = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "issuer"
+            issuer = stack.enter_context(issuer_subprocess(state, TOKENS_PER_DEVICE))
+            directory = directory_file(state)
+            tokens = FleetTokens(issuer, (state / "enrollment.key").read_bytes(), "demo")
+            say(f"token issuer on {issuer}: K = {TOKENS_PER_DEVICE} tokens per device")
+        run = stack.enter_context(secure_deployment("ldpcollect-secure-demo-", directory))
         channel, admin, collector = run.channel, run.admin_token, run.collector
         say(
             f"helper on {run.helper}, leader on {run.leader} "
@@ -130,10 +161,18 @@ def run_secure_demo(settings: SecureDemoSettings, console: Console) -> None:
         releases: dict[str, pb.QueryRelease] = {}
         for name, (mechanism, sigma) in mechanisms.items():
             created = create_secure_query(
-                channel, admin, collector, mechanism, targets, 100, sigma, f"demo-secure-{name}"
+                channel,
+                admin,
+                collector,
+                mechanism,
+                targets,
+                100,
+                sigma,
+                f"demo-secure-{name}",
+                require_tokens=settings.tokens,
             )
             query = fetch_query(channel, created.query_id)
-            _upload_fleet(channel, query, locations, settings, console)
+            _upload_fleet(channel, query, locations, settings, console, tokens)
             release = release_secure_query(channel, admin, collector, query.query_id)
             releases[name] = release_message(release, release.claims)
         seconds = time.perf_counter() - started
@@ -146,8 +185,16 @@ def _upload_fleet(
     locations: list[int],
     settings: SecureDemoSettings,
     console: Console,
+    tokens: FleetTokens | None = None,
 ) -> None:
     chunks = [locations[i : i + UPLOAD_BATCH] for i in range(0, len(locations), UPLOAD_BATCH)]
+    by_device: dict[int, bytes] = {}
+    if tokens is not None:
+        by_device, failures = asyncio.run(
+            tokens.fetch_for(lambda key: report_challenge(key, query), range(len(locations)))
+        )
+        if failures:
+            raise OSError(f"the issuer refused {sum(failures.values())} tokens: {failures}")
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -158,8 +205,11 @@ def _upload_fleet(
     with progress, ProcessPoolExecutor(settings.workers) as pool:
         task = progress.add_task(f"{query.query_id}: seal + upload", total=len(locations))
         query_bytes = query.SerializeToString()
+        sent = 0
         for bodies in pool.map(seal_chunk, [query_bytes] * len(chunks), chunks):
-            done = upload(channel, bodies)
+            held = [by_device[d] for d in range(sent, sent + len(bodies))] if by_device else []
+            sent += len(bodies)
+            done = upload(channel, bodies, tokens=held)
             if done.rejected:
                 raise OSError(f"the leader refused {len(done.rejected)} honest reports")
             progress.advance(task, len(bodies))

@@ -25,6 +25,8 @@ def serve_secure_blocking(
     helper: str | None,
     peer_token: str,
     helper_tls_ca: Path | None,
+    token_directory: Path | None = None,
+    origin_name: str = "",
 ) -> None:
     if not peer_token:
         raise ParameterError(
@@ -42,12 +44,22 @@ def serve_secure_blocking(
         sys.stderr.write(f"WARNING: {warning}\n")
         sys.stderr.flush()
     ensure_port_free(base.listen)
-    config = SecureRoleConfig(role, base, peer_token, helper, helper_tls_ca)
+    config = SecureRoleConfig(
+        role,
+        base,
+        peer_token,
+        helper,
+        helper_tls_ca,
+        token_directory=token_directory,
+        origin_name=origin_name,
+    )
 
     def announce(server: SecureServer, port: int) -> None:
         host = base.listen.rsplit(":", 1)[0]
         key = server.key_pair.config.config_id
         metrics = f", metrics on port {server.metrics_port}" if server.metrics_port else ""
+        if server.tokens.keys is not None:
+            metrics += f", tokens of {server.tokens.issuer_name()}"
         sys.stdout.write(
             f"{secure_ready_prefix(role)}{host}:{port} ({transport_name(base)}, db "
             f"{server.store.path}, HPKE config id {key}{metrics})\n"
@@ -63,6 +75,7 @@ def serve_secure(
     helper: str | None,
     peer_token: str,
     helper_tls_ca: Path | None,
+    origin_name: str = "",
 ) -> None:
     """`serve --role ROLE` with the trusted mode's options (db, listen, tokens, TLS, metrics)."""
     if role not in ROLES[1:]:
@@ -87,4 +100,6 @@ def serve_secure(
         tls_key=settings.tls_key,
         tls_client_ca=settings.tls_client_ca,
     )
-    serve_secure_blocking(role, base, helper, peer_token, helper_tls_ca)
+    serve_secure_blocking(
+        role, base, helper, peer_token, helper_tls_ca, settings.token_directory, origin_name
+    )

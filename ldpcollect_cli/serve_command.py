@@ -99,6 +99,14 @@ def serve(
         Path | None,
         typer.Option("--helper-tls-ca", help="Leader: PEM CA to verify a TLS helper."),
     ] = None,
+    origin_name: Annotated[
+        str,
+        typer.Option(
+            "--origin-name",
+            help="Leader and helper: this aggregator's name (host:port) in the admission "
+            "tokens' challenges (default: the --listen host and the bound port).",
+        ),
+    ] = "",
     token_directory: Annotated[
         Path | None,
         typer.Option(
@@ -162,12 +170,16 @@ def serve(
     if role != "trusted":
         from ldpcollect_cli.secure_serving import serve_secure
 
-        guarded(lambda: serve_secure(role, settings, helper, peer_token, helper_tls_ca))
+        guarded(
+            lambda: serve_secure(role, settings, helper, peer_token, helper_tls_ca, origin_name)
+        )
         return
-    if helper is not None or helper_tls_ca is not None:
+    if helper is not None or helper_tls_ca is not None or origin_name:
         guarded(lambda: _refuse_helper_options(helper))
     guarded(lambda: serve_blocking(settings))
 
 
 def _refuse_helper_options(helper: str | None) -> None:
-    raise ParameterError("--helper/--helper-tls-ca", helper, "given only with --role leader")
+    raise ParameterError(
+        "--helper/--helper-tls-ca/--origin-name", helper, "given only with --role leader|helper"
+    )

@@ -421,7 +421,8 @@ def demo(
         typer.Option(
             "--tokens",
             help="Device admission too: run a token issuer, require tokens in every query and "
-            "enroll the simulated devices (about 5 blind signatures per device: use -n 500).",
+            "enroll the simulated devices (about 5 blind signatures per device, 2 with "
+            "--secure: use -n 500).",
         ),
     ] = False,
     json_out: Json = False,
@@ -445,7 +446,11 @@ def demo(
         )
 
         secure_settings = SecureDemoSettings(
-            devices=devices or SECURE_DEMO_DEVICES, seed=seed, top=top, json_out=json_out
+            devices=devices or SECURE_DEMO_DEVICES,
+            seed=seed,
+            top=top,
+            json_out=json_out,
+            tokens=tokens,
         )
         guarded(lambda: run_secure_demo(secure_settings, console))
         return

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from typing import Any
 
-from aggregator.errors import AlreadyExists, Invalid, Unavailable
+from aggregator.errors import AlreadyExists, FailedPrecondition, Invalid, Unavailable
 from aggregator.protoconv import ledger_to_proto
 from aggregator.release import set_budget_function
 from aggregator.secure.collect import collect_shares
 from aggregator.secure.helper_client import HelperClient
 from aggregator.secure.queries import query_message
 from aggregator.secure.store import SecureStore
+from aggregator.secure.token_check import SecureTokens, challenge_of
+from ldpcollect.admission.errors import AdmissionError
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import validate_targets
 from ldpcollect.mechanisms.no_privacy import refuse_no_privacy
@@ -29,9 +32,44 @@ from ldpcollect.wire import mechanism_from_proto, validate_query_id
 
 
 class LeaderAdmin:
-    def __init__(self, store: SecureStore, key_pair: HpkeKeyPair, helper: HelperClient) -> None:
+    def __init__(
+        self,
+        store: SecureStore,
+        key_pair: HpkeKeyPair,
+        helper: HelperClient,
+        tokens: SecureTokens | None = None,
+        origin_name: str = "",
+    ) -> None:
         self.store, self.key_pair, self.helper = store, key_pair, helper
+        self.tokens = tokens or SecureTokens(None)
+        self.origin_name = origin_name  # the leader's name in token challenges (host:port)
         self._collect = asyncio.Lock()  # one release at a time: the ledger's check holds
+
+    def _token_params(
+        self, query_id: str, kind: str, helper: apb.GetHpkeConfigResponse
+    ) -> dict[str, Any]:
+        """A token-requiring query's issuer and origins (leader, helper), once both
+        aggregators accept the same issuer."""
+        issuer = self.tokens.require_issuer("leader")
+        if not helper.token_issuer:
+            raise FailedPrecondition(
+                "the helper accepts no tokens: start it with --token-directory (the same "
+                "issuer's directory as the leader's)"
+            )
+        if helper.token_issuer != issuer:
+            raise FailedPrecondition(
+                f"the helper accepts tokens of {helper.token_issuer!r}, the leader of "
+                f"{issuer!r}: give both aggregators the same --token-directory"
+            )
+        params = {"token_issuer": issuer, "token_origins": [self.origin_name, helper.origin_name]}
+        try:
+            challenge_of({**params, "vdaf": kind, "upload_round": upload_round(kind)}, query_id)
+        except AdmissionError as error:
+            raise FailedPrecondition(
+                f"no token challenge for this query: {error} (set --origin-name on the leader "
+                "and the helper to the names devices and the leader reach them by)"
+            ) from None
+        return params
 
     async def create(self, request: spb.CreateSecureQueryRequest) -> spb.SecureQuery:
         query_id = request.query_id or f"sq-{secrets.token_hex(6)}"
@@ -57,7 +95,9 @@ class LeaderAdmin:
         if await asyncio.to_thread(self.store.has_query, query_id):
             raise AlreadyExists(f"secure query {query_id!r} already exists")
         kind = vdaf_kind(mechanism.name)
-        helper_config = await self.helper.hpke_config()
+        helper = await self.helper.hpke_config()
+        helper_config = helper.hpke_config
+        token_params = self._token_params(query_id, kind, helper) if request.require_tokens else {}
         try:
             HpkeConfig.decode(helper_config)
         except SealingError as error:
@@ -72,6 +112,8 @@ class LeaderAdmin:
                 verify_key=verify_key,
                 collector_hpke_config=request.collector_hpke_config,
                 noise_sigma=request.noise_sigma,
+                token_issuer=token_params.get("token_issuer", ""),
+                token_origins=token_params.get("token_origins", []),
             )
         )
         params = {
@@ -86,6 +128,7 @@ class LeaderAdmin:
             "leader_config": self.key_pair.config.encode().hex(),
             "helper_config": helper_config.hex(),
             "collector_config": request.collector_hpke_config.hex(),
+            **token_params,
         }
         vdaf = query_vdaf(kind, len(targets))
         empty = vdaf.encode_agg_share(vdaf.agg_init())

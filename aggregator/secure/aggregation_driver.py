@@ -69,6 +69,7 @@ def leader_half(query: StoredQuery, job_id: bytes, held: list[HeldReport]) -> Le
                 public_share=report.public_share,
                 helper_ciphertext=report.helper_ciphertext,
                 leader_verifier_share=vdaf.encode_verifier_share(share),
+                token=item.token,
             )
         )
     return half

@@ -3,18 +3,32 @@
 It provisions queries; for each aggregation job it opens the sealed shares, verifies them with
 the leader's verifier shares, aggregates the valid ones and commits (answer, report ids,
 aggregate share) in one transaction before answering. A job id seen before gets its stored
-answer; a report id seen in another job is refused as REPLAY. It gives its noised aggregate
-share once per query (a retry gets the same bytes)."""
+answer; a report id seen in another job is refused as REPLAY. For a query that requires
+admission tokens it verifies each report's token itself (`token_check`) and spends the nonces
+in the job's transaction; a report whose token it refuses is refused (TOKEN_...) and adds
+nothing at either aggregator. It gives its noised aggregate share once per query (a retry
+gets the same bytes)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 
 from aggregator.errors import FailedPrecondition, Invalid
 from aggregator.secure.metrics import SecureMetrics
 from aggregator.secure.queries import vdaf_of
 from aggregator.secure.release_share import noised_sealed_share
+from aggregator.secure.spent_tokens import nonce_of
 from aggregator.secure.store import SecureStore, StoredQuery
+from aggregator.secure.token_check import (
+    TOKEN_MISSING,
+    TOKEN_REPLAY,
+    SecureTokens,
+    challenge_of,
+    requires_tokens,
+)
+from ldpcollect.admission.errors import AdmissionError
+from ldpcollect.admission.verification import Verdict
 from ldpcollect.release_noise import validate_noise_sigma
 from ldpcollect.secure.query_vdaf import VDAF_KINDS, query_vdaf, upload_round
 from ldpcollect.secure.sealing import ROLE_HELPER, HpkeConfig, HpkeKeyPair, SealingError
@@ -30,6 +44,41 @@ from ldpcollect.vdaf.prio3 import VERIFY_KEY_SIZE
 from ldpcollect.wire import validate_query_id
 
 REPLAY = "REPLAY"
+# Refusal name and detail, by report id.
+Refusals = dict[bytes, tuple[str, str]]
+
+
+def token_refusals(
+    tokens: SecureTokens,
+    query: StoredQuery,
+    reports: list[apb.HelperReport],
+    spent: Callable[[list[bytes]], set[bytes]],
+) -> tuple[Refusals, list[tuple[bytes, bytes]]]:
+    """The helper's own check of the job's tokens (reports not seen before): the refusals,
+    and the (nonce, report id) pairs to spend with the job. `spent(nonces)` says which
+    nonces this helper spent before."""
+    refusals: Refusals = {}
+    verdicts = tokens.check(query, [item.token for item in reports])
+    valid = [
+        (item.report_id, nonce_of(item.token))
+        for item, verdict in zip(reports, verdicts, strict=True)
+        if verdict is Verdict.VALID
+    ]
+    for item, verdict in zip(reports, verdicts, strict=True):
+        if not item.token:
+            refusals[item.report_id] = (TOKEN_MISSING, "the leader sent no token for it")
+        elif verdict is not Verdict.VALID:
+            refusals[item.report_id] = (f"TOKEN_{verdict.name}", f"the token is {verdict.value}")
+    before = spent([nonce for _, nonce in valid])
+    spend: list[tuple[bytes, bytes]] = []
+    in_job: set[bytes] = set()
+    for report_id, nonce in valid:
+        if nonce in before or nonce in in_job:
+            refusals[report_id] = (TOKEN_REPLAY, "its token was spent by another report")
+            continue
+        in_job.add(nonce)
+        spend.append((nonce, report_id))
+    return refusals, spend
 
 
 def verify_job(
@@ -37,9 +86,11 @@ def verify_job(
     key_pair: HpkeKeyPair,
     request: apb.AggregationJobRequest,
     seen: set[bytes],
+    refused: Refusals | None = None,
 ) -> tuple[list[apb.HelperResult], list[int], int]:
-    """The helper's half of one job: per report the verifier message or a refusal, the sum
-    of the accepted output shares, and how many were accepted."""
+    """The helper's half of one job: per report the verifier message or a refusal (those in
+    `refused` are refused before anything is opened), the sum of the accepted output shares,
+    and how many were accepted."""
     vdaf = vdaf_of(query)
     outs: list[list[int]] = []
     results = []
@@ -51,6 +102,9 @@ def verify_job(
             result.refusal, result.detail = REPLAY, "this report id was aggregated before"
             continue
         in_job.add(item.report_id)
+        if refused and item.report_id in refused:
+            result.refusal, result.detail = refused[item.report_id]
+            continue
         try:
             report = SecureReport(
                 query.query_id,
@@ -85,8 +139,43 @@ class HelperHandler:
     """The helper's steps; each runs in a worker thread, jobs one at a time (the caller's
     lock), so a report id cannot be aggregated by two jobs at once."""
 
-    def __init__(self, store: SecureStore, key_pair: HpkeKeyPair, metrics: SecureMetrics) -> None:
+    def __init__(
+        self,
+        store: SecureStore,
+        key_pair: HpkeKeyPair,
+        metrics: SecureMetrics,
+        tokens: SecureTokens | None = None,
+        origin_name: str = "",
+    ) -> None:
         self.store, self.key_pair, self.metrics = store, key_pair, metrics
+        self.tokens = tokens or SecureTokens(None)
+        self.origin_name = origin_name  # its name in token challenges (host:port)
+
+    def hpke_config(self) -> apb.GetHpkeConfigResponse:
+        return apb.GetHpkeConfigResponse(
+            hpke_config=self.key_pair.config.encode(),
+            origin_name=self.origin_name,
+            token_issuer=self.tokens.issuer_name(),
+        )
+
+    def _token_params(self, request: apb.ProvisionQueryRequest) -> dict[str, object]:
+        """A token-requiring query's issuer and origins, checked against this helper."""
+        if not request.token_issuer:
+            return {}
+        accepted = self.tokens.require_issuer("helper")
+        if request.token_issuer != accepted:
+            raise FailedPrecondition(
+                f"the query requires tokens of {request.token_issuer!r} but this helper "
+                f"accepts {accepted!r}: give both aggregators the same --token-directory"
+            )
+        origins = list(request.token_origins)
+        if self.origin_name.lower() not in (name.lower() for name in origins):
+            raise Invalid(
+                f"the token origins {origins} do not name this helper ({self.origin_name})"
+            )
+        params: dict[str, object] = {"token_issuer": request.token_issuer}
+        params["token_origins"] = origins
+        return params
 
     def provision(self, request: apb.ProvisionQueryRequest) -> apb.ProvisionQueryResponse:
         validate_query_id(request.query_id)
@@ -108,7 +197,13 @@ class HelperHandler:
             "upload_round": request.upload_round,
             "collector_config": request.collector_hpke_config.hex(),
             "noise_sigma": request.noise_sigma,
+            **self._token_params(request),
         }
+        if requires_tokens(params):
+            try:
+                challenge_of(params, request.query_id)
+            except AdmissionError as error:
+                raise Invalid(f"no token challenge for this query: {error}") from None
         vdaf = query_vdaf(request.vdaf, request.targets)
         self.store.provision_query(
             request.query_id, params, request.verify_key, vdaf.encode_agg_share(vdaf.agg_init())
@@ -124,7 +219,18 @@ class HelperHandler:
         query = self.store.query(request.query_id)
         ids = [r.report_id for r in request.reports]
         seen = self.store.seen_reports(request.query_id, ids)
-        results, total, accepted = verify_job(query, self.key_pair, request, seen)
+        refused: Refusals = {}
+        spend: list[tuple[bytes, bytes]] = []
+        if requires_tokens(query.params):
+            unseen = {i.report_id: i for i in reversed(request.reports) if i.report_id not in seen}
+            fresh = list(reversed(unseen.values()))  # each report id once, as it first came
+            refused, spend = token_refusals(
+                self.tokens,
+                query,
+                fresh,
+                lambda nonces: self.store.spent_nonces(request.query_id, nonces),
+            )
+        results, total, accepted = verify_job(query, self.key_pair, request, seen, refused)
         response = apb.AggregationJobResponse(results=results)
         vdaf = vdaf_of(query)
 
@@ -139,6 +245,7 @@ class HelperHandler:
             accepted,
             len(ids) - accepted,
             merge,
+            spend,
         )
         for result in results:
             self.metrics.reports.labels(result.refusal or "aggregated").inc()

@@ -29,14 +29,14 @@ class HelperClient:
                 f"the helper did not {what} ({error.code().name}: {error.details()})"
             ) from None
 
-    async def hpke_config(self) -> bytes:
-        answer = await self._call(
+    async def hpke_config(self) -> apb.GetHpkeConfigResponse:
+        """Its HPKE config, with its origin name and the token issuer it accepts."""
+        return await self._call(
             "give its HPKE config",
             self._stub.GetHpkeConfig(
                 apb.GetHpkeConfigRequest(), metadata=self._metadata, timeout=TIMEOUT_S
             ),
         )
-        return answer.hpke_config
 
     async def provision(self, request: apb.ProvisionQueryRequest) -> None:
         await self._call(

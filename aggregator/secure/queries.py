@@ -51,4 +51,7 @@ def query_message(query: StoredQuery, pending: int = 0) -> spb.SecureQuery:
         aggregated_reports=query.aggregated,
         pending_reports=pending,
         refused_reports=query.refused,
+        require_tokens=bool(p.get("token_issuer")),
+        token_issuer=p.get("token_issuer", ""),
+        token_origins=p.get("token_origins", []),
     )

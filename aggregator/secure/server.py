@@ -19,6 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 
 from aggregator.config import AggregatorConfig
+from aggregator.redemption import TokenKeys
 from aggregator.secure.admin import LeaderAdmin
 from aggregator.secure.aggregation_driver import AggregationDriver
 from aggregator.secure.aggregation_handler import HelperHandler
@@ -27,6 +28,7 @@ from aggregator.secure.keys import key_path, load_or_create_key_pair
 from aggregator.secure.metrics import SecureMetrics
 from aggregator.secure.services import HelperService, SecureAdminService, SecureCollectorService
 from aggregator.secure.store import SecureStore, secure_db_path
+from aggregator.secure.token_check import SecureTokens
 from aggregator.secure.upload import LeaderUpload
 from aggregator.server import ensure_port_free, server_credentials
 from aggregator.until_signal import serve_until_signal
@@ -46,6 +48,16 @@ class SecureRoleConfig:
     helper: str | None = None
     helper_tls_ca: Path | None = None
     batch: int = 200
+    # Admission: the issuer's directory file (both roles need it for token-requiring queries)
+    # and this aggregator's name in token challenges (default: the listen host and port).
+    token_directory: Path | None = None
+    origin_name: str = ""
+
+
+def origin_name(config: SecureRoleConfig, port: int) -> str:
+    if config.origin_name:
+        return config.origin_name
+    return f"{config.base.listen.rsplit(':', 1)[0]}:{port}"
 
 
 class SecureServer:
@@ -60,6 +72,8 @@ class SecureServer:
         self.metrics = SecureMetrics()
         self.store = SecureStore(secure_db_path(config.base.db_path))
         self.key_pair = load_or_create_key_pair(key_path(config.base.db_path, config.role))
+        keys = None if config.token_directory is None else TokenKeys(config.token_directory)
+        self.tokens = SecureTokens(keys)
         self._server: grpc.aio.Server | None = None
         self._channel: grpc.aio.Channel | None = None
         self.driver: AggregationDriver | None = None
@@ -85,22 +99,25 @@ class SecureServer:
                 ("grpc.max_send_message_length", 64 << 20),
             ]
         )
+        named: LeaderAdmin | HelperHandler
         if self.config.role == LEADER:
             self._channel = self._helper_channel()
             helper = HelperClient(self._channel, self.config.peer_token)
             self.driver = AggregationDriver(self.store, helper, self.metrics, self.config.batch)
-            upload = LeaderUpload(self.store, self.key_pair, self.metrics, self.driver.wake.set)
+            upload = LeaderUpload(
+                self.store, self.key_pair, self.metrics, self.driver.wake.set, self.tokens
+            )
             spb_grpc.add_SecureCollectorServicer_to_server(
                 SecureCollectorService(self.store, upload), server
             )
-            admin = LeaderAdmin(self.store, self.key_pair, helper)
+            named = LeaderAdmin(self.store, self.key_pair, helper, self.tokens)
             spb_grpc.add_SecureAdminServicer_to_server(
-                SecureAdminService(admin, base.admin_token), server
+                SecureAdminService(named, base.admin_token), server
             )
         else:
-            handler = HelperHandler(self.store, self.key_pair, self.metrics)
+            named = HelperHandler(self.store, self.key_pair, self.metrics, self.tokens)
             apb_grpc.add_HelperServicer_to_server(
-                HelperService(handler, self.config.peer_token), server
+                HelperService(named, self.config.peer_token), server
             )
         health = AsyncHealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health, server)
@@ -108,6 +125,7 @@ class SecureServer:
             port = server.add_insecure_port(base.listen)
         else:
             port = server.add_secure_port(base.listen, credentials)
+        named.origin_name = origin_name(self.config, port)
         await server.start()
         await health.set("", health_pb2.HealthCheckResponse.SERVING)
         self._server, self.port = server, port

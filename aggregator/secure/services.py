@@ -83,9 +83,8 @@ class SecureCollectorService(spb_grpc.SecureCollectorServicer):
     async def UploadSecureReports(
         self, request: spb.UploadSecureReportsRequest, context: Context
     ) -> spb.UploadSecureReportsResponse:
-        result = await guarded(
-            context, in_thread(lambda: self.uploads.upload(list(request.reports)))
-        )
+        bodies, tokens = list(request.reports), list(request.tokens)
+        result = await guarded(context, in_thread(lambda: self.uploads.upload(bodies, tokens)))
         return spb.UploadSecureReportsResponse(
             accepted=result.accepted,
             duplicates=result.duplicates,
@@ -149,8 +148,7 @@ class HelperService(apb_grpc.HelperServicer):
     async def GetHpkeConfig(
         self, request: apb.GetHpkeConfigRequest, context: Context
     ) -> apb.GetHpkeConfigResponse:
-        config = self.handler.key_pair.config.encode()
-        return await self._run(context, lambda: apb.GetHpkeConfigResponse(hpke_config=config))
+        return await self._run(context, self.handler.hpke_config)
 
     async def ProvisionQuery(
         self, request: apb.ProvisionQueryRequest, context: Context

@@ -14,91 +14,39 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from aggregator.errors import AlreadyExists, FailedPrecondition, NotFound
+from aggregator.errors import AlreadyExists, FailedPrecondition
+from aggregator.secure import spent_tokens
+from aggregator.secure.helper_store import HelperStore
+from aggregator.secure.store_core import (
+    CLOSED,
+    OPEN,
+    RELEASED,
+    STATE_NAMES,
+    HeldReport,
+    StoredQuery,
+    UploadOutcome,
+    secure_db_path,
+)
 
-T = TypeVar("T")
-
-OPEN, CLOSED, RELEASED = 1, 2, 3
-STATE_NAMES = {OPEN: "open", CLOSED: "closed", RELEASED: "released"}
-
-
-@dataclass(frozen=True)
-class StoredQuery:
-    query_id: str
-    params: dict[str, Any]
-    verify_key: bytes
-    state: int
-    aggregate: bytes
-    aggregated: int
-    refused: int
-    sealed_share: bytes | None
-
-
-@dataclass(frozen=True)
-class HeldReport:
-    report_id: bytes
-    body: bytes
-    leader_share: bytes
+__all__ = [
+    "CLOSED",
+    "OPEN",
+    "RELEASED",
+    "STATE_NAMES",
+    "HeldReport",
+    "SecureStore",
+    "StoredQuery",
+    "UploadOutcome",
+    "secure_db_path",
+]
 
 
-class UploadOutcome:
-    NEW = "new"
-    DUPLICATE = "duplicate"
-    CONFLICT = "conflict"
-
-
-def secure_db_path(main_db: str | Path) -> Path:
-    """The secure store's file beside the aggregator's main database."""
-    path = Path(main_db)
-    return path.with_name(path.name + ".secure")
-
-
-class SecureStore:
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
-
-    def open(self) -> None:
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = FULL")
-        schema = resources.files("aggregator.secure").joinpath("schema/secure_v1.sql")
-        db.executescript(schema.read_text())
-        self._db = db
-
-    def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
-
-    def _locked(self, work: Callable[[], T]) -> T:
-        with self._lock:
-            return work()
-
-    @property
-    def db(self) -> sqlite3.Connection:
-        if self._db is None:
-            raise RuntimeError("the secure store is not open")
-        return self._db
-
-    def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        db = self.db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            result = work(db)
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
-        return result
+class SecureStore(HelperStore):
+    """Both roles' store: queries, release and the ledger here, the leader's held reports
+    and jobs below, the helper's jobs in `HelperStore`."""
 
     # -- queries ----------------------------------------------------------------------------
     def create_query(
@@ -157,27 +105,6 @@ class SecureStore:
 
         return self._locked(work)
 
-    @staticmethod
-    def _query(db: sqlite3.Connection, query_id: str) -> StoredQuery:
-        row = db.execute(
-            "SELECT body, verify_key, state, aggregate, aggregated, refused, sealed_share "
-            "FROM secure_queries WHERE query_id = ?",
-            (query_id,),
-        ).fetchone()
-        if row is None:
-            raise NotFound(f"no secure query {query_id!r}")
-        body, key, state, aggregate, aggregated, refused, sealed = row
-        return StoredQuery(
-            query_id,
-            json.loads(body),
-            bytes(key),
-            int(state),
-            bytes(aggregate),
-            int(aggregated),
-            int(refused),
-            None if sealed is None else bytes(sealed),
-        )
-
     def close_query(self, query_id: str) -> StoredQuery:
         def work(db: sqlite3.Connection) -> StoredQuery:
             query = self._query(db, query_id)
@@ -205,6 +132,7 @@ class SecureStore:
             if charge is not None:
                 self._put_ledger(db, charge(self._ledger(db)))
             sealed = seal(query)
+            spent_tokens.forget(db, query_id)
             db.execute(
                 "UPDATE secure_queries SET state = ?, sealed_share = ? WHERE query_id = ?",
                 (RELEASED, sealed, query_id),
@@ -236,17 +164,22 @@ class SecureStore:
 
     # -- leader: held reports and jobs -------------------------------------------------------
     def hold_reports(
-        self, query_id: str, reports: Sequence[tuple[bytes, bytes, bytes]]
+        self, query_id: str, reports: Sequence[tuple[bytes, bytes, bytes, bytes]]
     ) -> list[str]:
-        """Durably hold (report id, encoded report, opened leader share) for a query that must
-        be open; per report NEW, DUPLICATE (same bytes again) or CONFLICT (same id, other
-        bytes: refused)."""
+        """Durably hold (report id, encoded report, opened leader share, checked token or
+        b"") for a query that must be open; per report NEW, DUPLICATE (same bytes again),
+        CONFLICT (same id, other bytes: refused) or TOKEN_SPENT (its token's nonce spent by
+        another report: refused). A NEW report's nonce is spent in the same transaction."""
 
         def work(db: sqlite3.Connection) -> list[str]:
             if self._query(db, query_id).state != OPEN:
                 raise FailedPrecondition(f"secure query {query_id!r} is not open")
             outcomes = []
-            for report_id, body, share in reports:
+            for report_id, body, share, token in reports:
+                nonce = spent_tokens.nonce_of(token) if token else b""
+                if nonce and spent_tokens.spender(db, query_id, nonce) not in (None, report_id):
+                    outcomes.append(UploadOutcome.TOKEN_SPENT)
+                    continue
                 digest = hashlib.sha256(body).digest()
                 row = db.execute(
                     "SELECT digest FROM secure_reports WHERE query_id = ? AND report_id = ?",
@@ -257,10 +190,12 @@ class SecureStore:
                     outcomes.append(UploadOutcome.DUPLICATE if same else UploadOutcome.CONFLICT)
                     continue
                 db.execute(
-                    "INSERT INTO secure_reports (query_id, report_id, digest, body, leader_share)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (query_id, report_id, digest, body, share),
+                    "INSERT INTO secure_reports (query_id, report_id, digest, body, leader_share,"
+                    " token) VALUES (?, ?, ?, ?, ?, ?)",
+                    (query_id, report_id, digest, body, share, token or None),
                 )
+                if nonce and spent_tokens.spender(db, query_id, nonce) is None:
+                    spent_tokens.spend(db, query_id, [(nonce, report_id)])
                 outcomes.append(UploadOutcome.NEW)
             return outcomes
 
@@ -292,9 +227,9 @@ class SecureStore:
                     (job_id, query_id, query_id, limit),
                 )
             held = [
-                HeldReport(bytes(r[0]), bytes(r[1]), bytes(r[2]))
+                HeldReport(bytes(r[0]), bytes(r[1]), bytes(r[2]), bytes(r[3] or b""))
                 for r in db.execute(
-                    "SELECT report_id, body, leader_share FROM secure_reports "
+                    "SELECT report_id, body, leader_share, token FROM secure_reports "
                     "WHERE query_id = ? AND job_id = ? AND outcome IS NULL ORDER BY report_id",
                     (query_id, job_id),
                 )
@@ -330,7 +265,7 @@ class SecureStore:
             accepted = sum(1 for _, outcome in outcomes if not outcome)
             db.executemany(
                 "UPDATE secure_reports SET outcome = ?, body = NULL, leader_share = NULL, "
-                "job_id = NULL WHERE query_id = ? AND report_id = ? AND job_id = ?",
+                "token = NULL, job_id = NULL WHERE query_id = ? AND report_id = ? AND job_id = ?",
                 [(outcome, query_id, rid, job_id) for rid, outcome in outcomes],
             )
             db.execute(
@@ -353,65 +288,3 @@ class SecureStore:
             return {r[0]: int(r[1]) for r in self.db.execute(sql + " GROUP BY query_id", args)}
 
         return self._locked(work)
-
-    # -- helper: jobs and seen report ids ----------------------------------------------------
-    def job_response(self, job_id: bytes) -> bytes | None:
-        def work() -> bytes | None:
-            row = self.db.execute(
-                "SELECT response FROM helper_jobs WHERE job_id = ?", (job_id,)
-            ).fetchone()
-            return None if row is None else bytes(row[0])
-
-        return self._locked(work)
-
-    def seen_reports(self, query_id: str, report_ids: Sequence[bytes]) -> set[bytes]:
-        def work() -> set[bytes]:
-            seen = set()
-            for rid in report_ids:
-                if self.db.execute(
-                    "SELECT 1 FROM helper_reports WHERE query_id = ? AND report_id = ?",
-                    (query_id, rid),
-                ).fetchone():
-                    seen.add(rid)
-            return seen
-
-        return self._locked(work)
-
-    def record_job(
-        self,
-        query_id: str,
-        job_id: bytes,
-        response: bytes,
-        seen: Sequence[bytes],
-        accepted: int,
-        refused: int,
-        merge: Callable[[bytes], bytes],
-    ) -> bytes:
-        """The helper's commit: the answer, the report ids, the aggregate; returns the stored
-        answer (an earlier one when the same job was recorded meanwhile)."""
-
-        def work(db: sqlite3.Connection) -> bytes:
-            row = db.execute("SELECT response FROM helper_jobs WHERE job_id = ?", (job_id,))
-            earlier = row.fetchone()
-            if earlier is not None:
-                return bytes(earlier[0])
-            query = self._query(db, query_id)
-            if query.state == RELEASED:
-                raise FailedPrecondition(f"secure query {query_id!r} is already released")
-            db.execute(
-                "INSERT INTO helper_jobs (job_id, query_id, response) VALUES (?, ?, ?)",
-                (job_id, query_id, response),
-            )
-            db.executemany(
-                "INSERT OR IGNORE INTO helper_reports (query_id, report_id, job_id) "
-                "VALUES (?, ?, ?)",
-                [(query_id, rid, job_id) for rid in seen],
-            )
-            db.execute(
-                "UPDATE secure_queries SET aggregate = ?, aggregated = aggregated + ?, "
-                "refused = refused + ? WHERE query_id = ?",
-                (merge(query.aggregate), accepted, refused, query_id),
-            )
-            return response
-
-        return self._locked(lambda: self._transaction(work))

@@ -7,13 +7,29 @@ verifies it with the helper afterwards (docs/secure-mode.md, "Acknowledgement").
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from aggregator.errors import AlreadyExists, FailedPrecondition, Invalid, NotFound, ServiceError
+from aggregator.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    Invalid,
+    NotFound,
+    ServiceError,
+    Unauthenticated,
+)
+from aggregator.redemption import token_refusal
 from aggregator.secure.metrics import SecureMetrics
 from aggregator.secure.queries import config_of, vdaf_of
 from aggregator.secure.store import OPEN, SecureStore, StoredQuery, UploadOutcome
+from aggregator.secure.token_check import (
+    TOKEN_MISSING,
+    SecureTokens,
+    missing_token,
+    replayed_token,
+    requires_tokens,
+)
+from ldpcollect.admission.verification import Verdict
 from ldpcollect.secure.sealing import ENC_SIZE, ROLE_LEADER, TAG_SIZE, HpkeKeyPair, open_input_share
 from ldpcollect.secure.upload import (
     Refusal,
@@ -34,6 +50,7 @@ class Checked:
     report: SecureReport
     body: bytes
     leader_share: bytes
+    token: bytes = b""
 
 
 class ReportRefused(Invalid):
@@ -42,6 +59,14 @@ class ReportRefused(Invalid):
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
+
+
+@dataclass(frozen=True)
+class TokenRefused:
+    """An upload whose token the leader refuses: the status to answer, the metric's name."""
+
+    error: ServiceError
+    reason: str
 
 
 @dataclass
@@ -100,7 +125,9 @@ def _decode(body: bytes) -> SecureReport:
 
 
 class LeaderUpload:
-    """Checks, holds durably and acknowledges uploads (run in a worker thread)."""
+    """Checks, holds durably and acknowledges uploads (run in a worker thread). For a query
+    that requires tokens, each report's token is checked too (one batch per query, in this
+    worker thread) and its nonce spent in the transaction that holds the report."""
 
     def __init__(
         self,
@@ -108,12 +135,19 @@ class LeaderUpload:
         key_pair: HpkeKeyPair,
         metrics: SecureMetrics,
         on_held: Callable[[], None],
+        tokens: SecureTokens | None = None,
     ) -> None:
         self.store, self.key_pair, self.metrics, self.on_held = store, key_pair, metrics, on_held
+        self.tokens = tokens or SecureTokens(None)
 
-    def upload(self, bodies: list[bytes]) -> UploadResult:
+    def upload(self, bodies: list[bytes], tokens: Sequence[bytes] = ()) -> UploadResult:
         if len(bodies) > MAX_UPLOAD_REPORTS:
             raise Invalid(f"at most {MAX_UPLOAD_REPORTS} reports per upload, got {len(bodies)}")
+        if tokens and len(tokens) != len(bodies):
+            raise Invalid(
+                f"{len(tokens)} tokens for {len(bodies)} reports: send one token per report, "
+                "in the same order, or none (nothing counted)"
+            )
         result = UploadResult()
         queries: dict[str, StoredQuery | None] = {}
         held: dict[str, list[tuple[int, Checked]]] = {}
@@ -123,9 +157,19 @@ class LeaderUpload:
             except ServiceError as refused:
                 self._reject(result, index, b"", refused)
                 continue
+            token = bytes(tokens[index]) if tokens else b""
+            checked = Checked(checked.report, checked.body, checked.leader_share, token)
             held.setdefault(checked.report.query_id, []).append((index, checked))
         for query_id, items in held.items():
-            rows = [(c.report.report_id, c.body, c.leader_share) for _, c in items]
+            query = queries[query_id]
+            if query is not None and requires_tokens(query.params):
+                try:
+                    items = self._redeemable(query, items, result)
+                except ServiceError as refused:  # no token directory here
+                    for index, checked in items:
+                        self._reject(result, index, checked.report.report_id, refused)
+                    continue
+            rows = [(c.report.report_id, c.body, c.leader_share, c.token) for _, c in items]
             try:
                 outcomes = self.store.hold_reports(query_id, rows)
             except ServiceError as refused:  # closed meanwhile
@@ -139,12 +183,37 @@ class LeaderUpload:
                 elif outcome == UploadOutcome.DUPLICATE:
                     result.duplicates += 1
                     self.metrics.uploads.labels("duplicate").inc()
+                elif outcome == UploadOutcome.TOKEN_SPENT:
+                    spent = TokenRefused(replayed_token(), "TOKEN_REPLAY")
+                    self._reject(result, index, checked.report.report_id, spent)
                 else:
                     conflict = AlreadyExists("REPLAY: this report id was uploaded with other bytes")
                     self._reject(result, index, checked.report.report_id, conflict)
         if result.accepted:
             self.on_held()
+        result.rejected.sort(key=lambda rejected: rejected[0])
         return result
+
+    def _redeemable(
+        self, query: StoredQuery, items: list[tuple[int, Checked]], result: UploadResult
+    ) -> list[tuple[int, Checked]]:
+        """The items whose token verifies (the others refused into `result`); a query's
+        reports are one batch. Whether a nonce is fresh is the store's to decide."""
+        kept: list[tuple[int, Checked]] = []
+        with_token = [(index, checked) for index, checked in items if checked.token]
+        verdicts = self.tokens.check(query, [checked.token for _, checked in with_token])
+        for index, checked in items:
+            if not checked.token:
+                error = Unauthenticated(missing_token(query.query_id, query.params["token_issuer"]))
+                refused = TokenRefused(error, TOKEN_MISSING)
+                self._reject(result, index, checked.report.report_id, refused)
+        for (index, checked), verdict in zip(with_token, verdicts, strict=True):
+            if verdict is Verdict.VALID:
+                kept.append((index, checked))
+            else:
+                refused = TokenRefused(token_refusal(verdict), f"TOKEN_{verdict.name}")
+                self._reject(result, index, checked.report.report_id, refused)
+        return kept
 
     def _check(self, body: bytes, queries: dict[str, StoredQuery | None]) -> Checked:
         report = _decode(body)
@@ -160,10 +229,17 @@ class LeaderUpload:
         return check_report(report, body, query, self.key_pair)
 
     def _reject(
-        self, result: UploadResult, index: int, report_id: bytes, refusal: ServiceError
+        self,
+        result: UploadResult,
+        index: int,
+        report_id: bytes,
+        refusal: ServiceError | TokenRefused,
     ) -> None:
-        reason = refusal.reason if isinstance(refusal, ReportRefused) else type(refusal).__name__
-        if isinstance(refusal, AlreadyExists):
-            reason = "REPLAY"
+        if isinstance(refusal, TokenRefused):
+            reason, refusal = refusal.reason, refusal.error
+        elif isinstance(refusal, ReportRefused):
+            reason = refusal.reason
+        else:
+            reason = "REPLAY" if isinstance(refusal, AlreadyExists) else type(refusal).__name__
         self.metrics.uploads.labels(reason).inc()
         result.rejected.append((index, report_id, refusal))

@@ -48,3 +48,47 @@ def query_challenge(
         redemption_context=redemption_context(query_id, round_number),
         origin_info=tuple(origins),
     )
+
+
+SECURE_CONTEXT_LABEL = b"ldpcollect secure report token v1"
+
+
+def secure_redemption_context(query_id: str, report_kind: str, upload_round: int) -> bytes:
+    """SHA-256(label || len(query_id) || query_id || len(kind) || kind || round) for a secure
+    (two-aggregator) query: its own label, so a token for a trusted query of the same id can
+    never be spent on a secure one; the kind ("round" or "sampling_pair") and the upload round
+    name what the report holds."""
+    encoded = query_id.encode("utf-8")
+    kind = report_kind.encode("ascii")
+    if not 1 <= len(encoded) <= MAX_QUERY_ID_BYTES:
+        raise EncodingError(
+            f"query_id must be 1 to {MAX_QUERY_ID_BYTES} bytes of UTF-8, got {len(encoded)}"
+        )
+    if not 1 <= len(kind) <= 255:
+        raise EncodingError(f"report kind must be 1 to 255 ASCII bytes, got {len(kind)}")
+    if not 1 <= upload_round <= MAX_ROUND:
+        raise EncodingError(f"round must be in [1, {MAX_ROUND}], got {upload_round}")
+    return hashlib.sha256(
+        SECURE_CONTEXT_LABEL
+        + bytes([len(encoded)])
+        + encoded
+        + bytes([len(kind)])
+        + kind
+        + upload_round.to_bytes(4, "big")
+    ).digest()
+
+
+def secure_query_challenge(
+    issuer_name: str, query_id: str, report_kind: str, upload_round: int, origins: Sequence[str]
+) -> TokenChallenge:
+    """The challenge of every report of a secure query: origin_info lists the leader and the
+    helper (in that order), the two origins that redeem the same token (RFC 9577 2.1.1: a
+    comma-separated list of server names, each origin's own name among them)."""
+    names = tuple(origins)
+    if len(names) != 2 or names[0].lower() == names[1].lower():
+        raise EncodingError(f"origins must be two different names (leader, helper), got {names}")
+    return TokenChallenge(
+        issuer_name=issuer_name,
+        redemption_context=secure_redemption_context(query_id, report_kind, upload_round),
+        origin_info=names,
+    )

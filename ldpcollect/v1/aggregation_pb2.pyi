@@ -47,16 +47,25 @@ class GetHpkeConfigResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     HPKE_CONFIG_FIELD_NUMBER: _builtins.int
+    ORIGIN_NAME_FIELD_NUMBER: _builtins.int
+    TOKEN_ISSUER_FIELD_NUMBER: _builtins.int
     hpke_config: _builtins.bytes
     """config id byte || X25519 public key."""
+    origin_name: _builtins.str
+    """The helper's origin name (host:port) for token challenges, and the token issuer it
+    accepts (empty: it was started without --token-directory).
+    """
+    token_issuer: _builtins.str
     def __init__(
         self,
         *,
         hpke_config: _builtins.bytes = ...,
+        origin_name: _builtins.str = ...,
+        token_issuer: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["hpke_config", b"hpke_config"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hpke_config", b"hpke_config", "origin_name", b"origin_name", "token_issuer", b"token_issuer"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -73,6 +82,8 @@ class ProvisionQueryRequest(_message.Message):
     VERIFY_KEY_FIELD_NUMBER: _builtins.int
     COLLECTOR_HPKE_CONFIG_FIELD_NUMBER: _builtins.int
     NOISE_SIGMA_FIELD_NUMBER: _builtins.int
+    TOKEN_ISSUER_FIELD_NUMBER: _builtins.int
+    TOKEN_ORIGINS_FIELD_NUMBER: _builtins.int
     query_id: _builtins.str
     vdaf: _builtins.str
     """"round" (Prio3SumVec bits = 1) or "sampling_pair"."""
@@ -82,6 +93,13 @@ class ProvisionQueryRequest(_message.Message):
     """32 bytes, shared by leader and helper, never given to devices."""
     collector_hpke_config: _builtins.bytes
     noise_sigma: _builtins.str
+    token_issuer: _builtins.str
+    """Admission: the issuer whose tokens every report must carry (empty: none required) and
+    the challenge's origin_info (leader, helper). The helper checks the issuer is the one
+    it accepts and its own origin name is listed.
+    """
+    @_builtins.property
+    def token_origins(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -92,10 +110,12 @@ class ProvisionQueryRequest(_message.Message):
         verify_key: _builtins.bytes = ...,
         collector_hpke_config: _builtins.bytes = ...,
         noise_sigma: _builtins.str = ...,
+        token_issuer: _builtins.str = ...,
+        token_origins: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["collector_hpke_config", b"collector_hpke_config", "noise_sigma", b"noise_sigma", "query_id", b"query_id", "targets", b"targets", "upload_round", b"upload_round", "vdaf", b"vdaf", "verify_key", b"verify_key"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["collector_hpke_config", b"collector_hpke_config", "noise_sigma", b"noise_sigma", "query_id", b"query_id", "targets", b"targets", "token_issuer", b"token_issuer", "token_origins", b"token_origins", "upload_round", b"upload_round", "vdaf", b"vdaf", "verify_key", b"verify_key"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -124,10 +144,15 @@ class HelperReport(_message.Message):
     PUBLIC_SHARE_FIELD_NUMBER: _builtins.int
     HELPER_CIPHERTEXT_FIELD_NUMBER: _builtins.int
     LEADER_VERIFIER_SHARE_FIELD_NUMBER: _builtins.int
+    TOKEN_FIELD_NUMBER: _builtins.int
     report_id: _builtins.bytes
     public_share: _builtins.bytes
     helper_ciphertext: _builtins.bytes
     leader_verifier_share: _builtins.bytes
+    token: _builtins.bytes
+    """The report's admission token, for a query that requires them: the helper verifies it
+    itself and spends its nonce in the job's transaction.
+    """
     def __init__(
         self,
         *,
@@ -135,10 +160,11 @@ class HelperReport(_message.Message):
         public_share: _builtins.bytes = ...,
         helper_ciphertext: _builtins.bytes = ...,
         leader_verifier_share: _builtins.bytes = ...,
+        token: _builtins.bytes = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["helper_ciphertext", b"helper_ciphertext", "leader_verifier_share", b"leader_verifier_share", "public_share", b"public_share", "report_id", b"report_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["helper_ciphertext", b"helper_ciphertext", "leader_verifier_share", b"leader_verifier_share", "public_share", b"public_share", "report_id", b"report_id", "token", b"token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

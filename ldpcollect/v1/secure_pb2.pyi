@@ -65,6 +65,9 @@ class SecureQuery(_message.Message):
     AGGREGATED_REPORTS_FIELD_NUMBER: _builtins.int
     PENDING_REPORTS_FIELD_NUMBER: _builtins.int
     REFUSED_REPORTS_FIELD_NUMBER: _builtins.int
+    REQUIRE_TOKENS_FIELD_NUMBER: _builtins.int
+    TOKEN_ISSUER_FIELD_NUMBER: _builtins.int
+    TOKEN_ORIGINS_FIELD_NUMBER: _builtins.int
     query_id: _builtins.str
     description: _builtins.str
     min_reports: _builtins.int
@@ -89,12 +92,20 @@ class SecureQuery(_message.Message):
     """Reports the leader holds durably, not yet aggregated (waiting for the helper)."""
     refused_reports: _builtins.int
     """Reports refused after upload (bad proof, replay at the helper, ...)."""
+    require_tokens: _builtins.bool
+    """Admission (docs/admission.md): every upload must carry a Privacy Pass token (type 2)
+    from `token_issuer` whose challenge is this query's (query id, vdaf, upload round) with
+    origin_info `token_origins` (the leader's and the helper's origin names, in that order).
+    """
+    token_issuer: _builtins.str
     @_builtins.property
     def mechanism(self) -> _ldpcollect_pb2.MechanismSpec: ...
     @_builtins.property
     def targets(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Ordered target location ids; a report's measurement has one 0/1 per target (per round)."""
 
+    @_builtins.property
+    def token_origins(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -112,10 +123,13 @@ class SecureQuery(_message.Message):
         aggregated_reports: _builtins.int = ...,
         pending_reports: _builtins.int = ...,
         refused_reports: _builtins.int = ...,
+        require_tokens: _builtins.bool = ...,
+        token_issuer: _builtins.str = ...,
+        token_origins: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["mechanism", b"mechanism"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["aggregated_reports", b"aggregated_reports", "collector_hpke_config", b"collector_hpke_config", "description", b"description", "helper_hpke_config", b"helper_hpke_config", "leader_hpke_config", b"leader_hpke_config", "mechanism", b"mechanism", "min_reports", b"min_reports", "noise_sigma", b"noise_sigma", "pending_reports", b"pending_reports", "query_id", b"query_id", "refused_reports", b"refused_reports", "state", b"state", "targets", b"targets", "upload_round", b"upload_round"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aggregated_reports", b"aggregated_reports", "collector_hpke_config", b"collector_hpke_config", "description", b"description", "helper_hpke_config", b"helper_hpke_config", "leader_hpke_config", b"leader_hpke_config", "mechanism", b"mechanism", "min_reports", b"min_reports", "noise_sigma", b"noise_sigma", "pending_reports", b"pending_reports", "query_id", b"query_id", "refused_reports", b"refused_reports", "require_tokens", b"require_tokens", "state", b"state", "targets", b"targets", "token_issuer", b"token_issuer", "token_origins", b"token_origins", "upload_round", b"upload_round"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -180,18 +194,26 @@ class UploadSecureReportsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     REPORTS_FIELD_NUMBER: _builtins.int
+    TOKENS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def reports(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
         """Each a SecureReport encoding (ldpcollect/secure/upload.py)."""
+
+    @_builtins.property
+    def tokens(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """For a query that requires tokens: one token per report, in the same order (a retry
+        sends the same report with the same token). Empty, or as many as reports.
+        """
 
     def __init__(
         self,
         *,
         reports: _abc.Iterable[_builtins.bytes] | None = ...,
+        tokens: _abc.Iterable[_builtins.bytes] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["reports", b"reports"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reports", b"reports", "tokens", b"tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -239,6 +261,7 @@ class CreateSecureQueryRequest(_message.Message):
     NOISE_SIGMA_FIELD_NUMBER: _builtins.int
     COLLECTOR_HPKE_CONFIG_FIELD_NUMBER: _builtins.int
     ALLOW_NO_PRIVACY_FIELD_NUMBER: _builtins.int
+    REQUIRE_TOKENS_FIELD_NUMBER: _builtins.int
     query_id: _builtins.str
     description: _builtins.str
     min_reports: _builtins.int
@@ -246,6 +269,10 @@ class CreateSecureQueryRequest(_message.Message):
     collector_hpke_config: _builtins.bytes
     """The collector's HPKE config: aggregate shares are sealed to it at release."""
     allow_no_privacy: _builtins.bool
+    require_tokens: _builtins.bool
+    """Every upload must carry an admission token; both aggregators need --token-directory
+    (the same issuer).
+    """
     @_builtins.property
     def mechanism(self) -> _ldpcollect_pb2.MechanismSpec: ...
     @_builtins.property
@@ -261,10 +288,11 @@ class CreateSecureQueryRequest(_message.Message):
         noise_sigma: _builtins.str = ...,
         collector_hpke_config: _builtins.bytes = ...,
         allow_no_privacy: _builtins.bool = ...,
+        require_tokens: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["mechanism", b"mechanism"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_no_privacy", b"allow_no_privacy", "collector_hpke_config", b"collector_hpke_config", "description", b"description", "mechanism", b"mechanism", "min_reports", b"min_reports", "noise_sigma", b"noise_sigma", "query_id", b"query_id", "targets", b"targets"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_no_privacy", b"allow_no_privacy", "collector_hpke_config", b"collector_hpke_config", "description", b"description", "mechanism", b"mechanism", "min_reports", b"min_reports", "noise_sigma", b"noise_sigma", "query_id", b"query_id", "require_tokens", b"require_tokens", "targets", b"targets"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -130,7 +130,7 @@ def test_a_job_finished_twice_is_counted_once(tmp_path: Path) -> None:
     handler = HelperHandler(helper, HELPER, SecureMetrics())
     rng = random.Random(5)
     for report in [held(rng, [1, 1, 0, 0]) for _ in range(2)]:
-        leader.hold_reports("q", [(report.report_id, report.body, report.leader_share)])
+        leader.hold_reports("q", [(report.report_id, report.body, report.leader_share, b"")])
     job = leader.claim_job("q", 10, b"e" * 16)
     assert job is not None
     job_id, reports = job

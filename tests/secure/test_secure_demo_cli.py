@@ -22,3 +22,10 @@ def test_secure_demo_json_has_the_demo_shape_and_three_views() -> None:
         assert set(data["views"][name]) == {"aggregator", "collector+aggregator", "public"}
         assert data["views"][name]["aggregator"]["epsilon"] == 0.0
     assert len(data["busiest"]) == 3
+
+
+def test_secure_demo_with_tokens_counts_every_enrolled_device() -> None:
+    done = run_cli("unused", "demo", "--secure", "--tokens", "-n", "100", "--json")
+    data = json.loads(done.stdout)
+    for name in ("rr", "sp"):
+        assert data["releases"][name]["participants"] == 100

@@ -27,6 +27,8 @@ CREATE TABLE IF NOT EXISTS secure_reports (
     leader_share BLOB,
     job_id BLOB,                         -- the aggregation job holding it, while in one
     outcome TEXT,                        -- NULL pending, '' aggregated, else the refusal name
+    token BLOB,                          -- its admission token (if the query requires them),
+                                         -- passed to the helper; dropped with `body`
     PRIMARY KEY (query_id, report_id)
 ) WITHOUT ROWID;
 
@@ -45,6 +47,15 @@ CREATE TABLE IF NOT EXISTS helper_reports (
     report_id BLOB NOT NULL,
     job_id BLOB NOT NULL,
     PRIMARY KEY (query_id, report_id)
+) WITHOUT ROWID;
+
+-- Both: admission-token nonces spent per query (the leader's at upload, the helper's in
+-- the aggregation job), with the report that spent each; deleted at the query's release.
+CREATE TABLE IF NOT EXISTS secure_spent_tokens (
+    query_id TEXT NOT NULL,
+    nonce BLOB NOT NULL,
+    report_id BLOB NOT NULL,
+    PRIMARY KEY (query_id, nonce)
 ) WITHOUT ROWID;
 
 -- Leader: the secure queries' privacy ledger (aggregator.release.StoredLedger's JSON).

@@ -1,0 +1,117 @@
+"""The secure store's core (`store.SecureStore` is built on it): the SQLite file, its lock and
+transactions, and the stored query and report types both roles share."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+from aggregator.errors import NotFound
+from aggregator.secure import spent_tokens
+
+T = TypeVar("T")
+
+OPEN, CLOSED, RELEASED = 1, 2, 3
+STATE_NAMES = {OPEN: "open", CLOSED: "closed", RELEASED: "released"}
+
+
+@dataclass(frozen=True)
+class StoredQuery:
+    query_id: str
+    params: dict[str, Any]
+    verify_key: bytes
+    state: int
+    aggregate: bytes
+    aggregated: int
+    refused: int
+    sealed_share: bytes | None
+
+
+@dataclass(frozen=True)
+class HeldReport:
+    report_id: bytes
+    body: bytes
+    leader_share: bytes
+    token: bytes = b""
+
+
+class UploadOutcome:
+    NEW = "new"
+    DUPLICATE = "duplicate"
+    CONFLICT = "conflict"
+    TOKEN_SPENT = "token spent"  # its token's nonce was spent by another report
+
+
+def secure_db_path(main_db: str | Path) -> Path:
+    """The secure store's file beside the aggregator's main database."""
+    path = Path(main_db)
+    return path.with_name(path.name + ".secure")
+
+
+class StoreCore:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+
+    def open(self) -> None:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = FULL")
+        schema = resources.files("aggregator.secure").joinpath("schema/secure_v1.sql")
+        db.executescript(schema.read_text())
+        spent_tokens.migrate(db)
+        self._db = db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def _locked(self, work: Callable[[], T]) -> T:
+        with self._lock:
+            return work()
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            raise RuntimeError("the secure store is not open")
+        return self._db
+
+    def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            result = work(db)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return result
+
+    @staticmethod
+    def _query(db: sqlite3.Connection, query_id: str) -> StoredQuery:
+        row = db.execute(
+            "SELECT body, verify_key, state, aggregate, aggregated, refused, sealed_share "
+            "FROM secure_queries WHERE query_id = ?",
+            (query_id,),
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no secure query {query_id!r}")
+        body, key, state, aggregate, aggregated, refused, sealed = row
+        return StoredQuery(
+            query_id,
+            json.loads(body),
+            bytes(key),
+            int(state),
+            bytes(aggregate),
+            int(aggregated),
+            int(refused),
+            None if sealed is None else bytes(sealed),
+        )
