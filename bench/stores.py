@@ -69,6 +69,20 @@ def postgres_cpu_seconds() -> float:
     return total
 
 
+@dataclass(frozen=True)
+class Config:
+    """One configuration: a store, its replica count, and the checkout its servers run from
+    (None: this one; else `--server-code`, shown as "(base)")."""
+
+    name: str
+    replicas: int
+    code: Path | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} (base)" if self.code is not None else self.name
+
+
 @dataclass
 class Measured:
     name: str
@@ -116,18 +130,19 @@ async def settled_count(target: str, query_id: str, expected: int) -> int:
 
 
 async def run_one(
-    name: str,
+    config: Config,
     commands: list[list[str]],
     ports: list[int],
     args: argparse.Namespace,
     seed: int,
     tag: int = 0,
 ) -> Measured:
-    query_id = f"bench-{name}-{len(ports)}-{tag}"
+    query_id = f"bench-{config.name}-{len(ports)}-{tag}"
     reports = build_reports(query_id, args.targets, args.reports, seed=seed)
     with ExitStack() as stack:
         addresses = [
-            stack.enter_context(process(c, p)) for c, p in zip(commands, ports, strict=True)
+            stack.enter_context(process(c, p, config.code))
+            for c, p in zip(commands, ports, strict=True)
         ]
         pids = _children_serving(ports)
         target = ",".join(addresses)
@@ -135,11 +150,11 @@ async def run_one(
         await settled_query(addresses, query_id)
         replica_before = sum(cpu_seconds(p) for p in pids)
         db_before = postgres_cpu_seconds()
-        load = await measure(target, "batch", reports, args, f"{name} x{len(ports)}")
+        load = await measure(target, "batch", reports, args, f"{config.label} x{len(ports)}")
         replica_cpu = sum(cpu_seconds(p) for p in pids) - replica_before
-        db_cpu = postgres_cpu_seconds() - db_before if name != "sqlite" else 0.0
+        db_cpu = postgres_cpu_seconds() - db_before if config.name != "sqlite" else 0.0
         total = await settled_count(addresses[0], query_id, load.acknowledged)
-    return Measured(name, len(ports), load, total, replica_cpu, db_cpu)
+    return Measured(config.label, len(ports), load, total, replica_cpu, db_cpu)
 
 
 async def settled_query(addresses: list[str], query_id: str) -> None:
@@ -172,35 +187,54 @@ def _children_serving(ports: list[int]) -> list[int]:
     return found
 
 
+def configs(args: argparse.Namespace) -> list[Config]:
+    """SQLite first (the baseline of every ratio), then PostgreSQL with each replica count,
+    from this checkout and, with `--server-code`, from that one."""
+    counts = [int(n) for n in args.replicas.split(",")]
+    found = [Config("sqlite", 1)]
+    found += [Config("postgresql", n) for n in counts]
+    if args.server_code is not None:
+        found += [Config("postgresql", n, args.server_code.resolve()) for n in counts]
+    return found
+
+
 async def run(args: argparse.Namespace) -> tuple[list[Measured], dict[str, float]]:
     """Every configuration `--repeat` times, interleaved (the machine's load drifts); the
-    median run of each by reports/s."""
-    runs: dict[tuple[str, int], list[Measured]] = {}
-    name = f"ldpc_bench_{secrets.token_hex(4)}"
+    median run of each by reports/s. Each checkout's replicas get a database of their own
+    (a newer schema version is refused by older code)."""
+    runs: dict[Config, list[Measured]] = {}
+    suffix = secrets.token_hex(4)
     server = args.postgres.rstrip("/")
+    databases: dict[Path | None, str] = {None: f"ldpc_bench_{suffix}"}
+    if args.server_code is not None:
+        databases[args.server_code] = f"ldpc_bench_{suffix}_base"
     with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        for database in databases.values():
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
     try:
-        url = f"{server}/{name}"
         for attempt in range(args.repeat):
-            with tempfile.TemporaryDirectory() as tmp:
-                port = free_port()
-                sqlite = serve_command(port, "--db", str(Path(tmp) / "bench.db"))
-                measured = await run_one("sqlite", [sqlite], [port], args, seed=10 * attempt)
-                runs.setdefault(("sqlite", 1), []).append(measured)
-            for n in (1, 2):
-                ports = [free_port() for _ in range(n)]
-                commands = [serve_command(p, "--store", url) for p in ports]
-                measured = await run_one(
-                    "postgresql", commands, ports, args, seed=10 * attempt + n, tag=attempt
-                )
-                runs.setdefault(("postgresql", n), []).append(measured)
-        costs = index_costs(url)
+            for k, config in enumerate(configs(args)):
+                with tempfile.TemporaryDirectory() as tmp:
+                    ports = [free_port() for _ in range(config.replicas)]
+                    if config.name == "sqlite":
+                        store = ["--db", str(Path(tmp) / "bench.db")]
+                    else:
+                        url = f"{server}/{databases[args.server_code if config.code else None]}"
+                        store = ["--store", url]
+                    commands = [serve_command(p, *store) for p in ports]
+                    measured = await run_one(
+                        config, commands, ports, args, seed=10 * attempt + k, tag=attempt
+                    )
+                runs.setdefault(config, []).append(measured)
+        costs = index_costs(f"{server}/{databases[None]}")
     finally:
         with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+            for database in databases.values():
+                conn.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                        sql.Identifier(database)
+                    )
+                )
     return [median_run(r) for r in runs.values()], costs
 
 
@@ -276,6 +310,14 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=500, help="reports per SubmitBatch")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432")
     parser.add_argument("--repeat", type=int, default=3, help="runs per store (median shown)")
+    parser.add_argument(
+        "--replicas", default="1,2", help="PostgreSQL replica counts to run, comma-separated"
+    )
+    parser.add_argument(
+        "--server-code",
+        type=Path,
+        help="also run the PostgreSQL configurations from this checkout (before/after)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--plot", type=Path, help="also draw throughput and cost to this PNG")
     args = parser.parse_args()
@@ -308,6 +350,12 @@ def main() -> None:
         )  # fmt: skip
     console = Console(width=140)
     console.print(table)
+    for row in rows:
+        base = next((b for b in rows if b["store"] == f"{row['store']} (base)"
+                     and b["replicas"] == row["replicas"]), None)  # fmt: skip
+        if base is not None:
+            ratio = float(str(row["reports_per_second"])) / float(str(base["reports_per_second"]))
+            console.print(f"{row['store']} x{row['replicas']}: {ratio:.2f}x the base checkout")
     for name, cost in costs.items():
         console.print(f"index cost, {name}: {cost:.1f} µs of database CPU per report inserted")
 
