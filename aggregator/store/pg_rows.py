@@ -38,18 +38,20 @@ _INSERT_REPORTS = (
     "%(round)s, substr(%(answers)b, i * %(width)s + 1, %(width)s) "
     "FROM generate_series(0, %(n)s - 1) AS i ON CONFLICT DO NOTHING"
 )
-_ADD_TARGET_COUNTS = (
-    "INSERT INTO target_counts (query_id, round, target, ord, n) "
-    "SELECT %s, r, t, %s, n FROM unnest(%s::smallint[], %s::integer[], %s::bigint[]) "
-    "AS u(r, t, n) "
-    "ON CONFLICT (query_id, round, target, ord) DO UPDATE SET n = target_counts.n + EXCLUDED.n"
+# Adds a transaction's deltas to one counter shard (schema v3: one row per query and shard):
+# the progress columns summed, the counts arrays summed element by element.
+_SHARD_SUMS = (
+    "ON CONFLICT (query_id, ord) DO UPDATE SET "
+    "round1_reports = s.round1_reports + EXCLUDED.round1_reports, "
+    "round2_reports = s.round2_reports + EXCLUDED.round2_reports, "
+    "completed = s.completed + EXCLUDED.completed, "
+    "counts = ARRAY(SELECT a + b FROM unnest(s.counts, EXCLUDED.counts) WITH ORDINALITY "
+    "AS u(a, b, i) ORDER BY i)"
 )
-_ADD_PROGRESS = (
-    "INSERT INTO progress_counts (query_id, ord, round1_reports, round2_reports, completed) "
-    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (query_id, ord) DO UPDATE SET "
-    "round1_reports = progress_counts.round1_reports + EXCLUDED.round1_reports, "
-    "round2_reports = progress_counts.round2_reports + EXCLUDED.round2_reports, "
-    "completed = progress_counts.completed + EXCLUDED.completed"
+_ADD_COUNTS = (
+    "INSERT INTO count_shards AS s "
+    "(query_id, ord, round1_reports, round2_reports, completed, counts) "
+    f"VALUES (%s, %s, %s, %s, %s, %s::bigint[]) {_SHARD_SUMS}"
 )
 
 
@@ -160,24 +162,18 @@ def _group_values(state: QueryState, accepted: Accepted) -> dict[str, Any]:
 async def add_counts(conn: Conn, state: QueryState, shard: int | None = None) -> None:
     """Add `state`'s counts and progress (deltas: it started from zero) to one shard, by
     default a random one."""
-    query_id = state.spec.query_id
     shard = random.randrange(SHARDS) if shard is None else shard
-    rounds, targets = np.nonzero(state.counts)
-    if len(rounds):
-        await conn.execute(
-            _ADD_TARGET_COUNTS,
-            (
-                query_id,
-                shard,
-                array_text(rounds + 1),
-                array_text(targets),
-                array_text(state.counts[rounds, targets]),
-            ),
-        )
+    await conn.execute(_ADD_COUNTS, (state.spec.query_id, shard, *_progress(state), _counts(state)))
+
+
+def _progress(state: QueryState) -> tuple[int, int, int]:
     per_round = [*state.reports_per_round, 0][:2]
-    await conn.execute(
-        _ADD_PROGRESS, (query_id, shard, per_round[0], per_round[1], state.completed_devices)
-    )
+    return per_round[0], per_round[1], state.completed_devices
+
+
+def _counts(state: QueryState) -> str:
+    """Every count (rounds x targets, row-major) as array text: one parameter."""
+    return array_text(state.counts.ravel())
 
 
 # A whole group of new round-1 reports for an open query, in ONE statement (after the
@@ -193,18 +189,10 @@ _ADD_NEW_GROUP = (
     "%(round)s, substr(%(answers)b, i * %(width)s + 1, %(width)s) "
     "FROM q, generate_series(0, %(n)s - 1) AS i RETURNING 1), "
     "done AS (SELECT count(*) AS n FROM ins), "
-    "tc AS (INSERT INTO target_counts (query_id, round, target, ord, n) "
-    "SELECT %(query)s, r, t, %(ord)s, c FROM done, "
-    "unnest(%(rounds)s::smallint[], %(targets)s::integer[], %(counts)s::bigint[]) AS u(r, t, c) "
-    "WHERE done.n = %(n)s "
-    "ON CONFLICT (query_id, round, target, ord) DO UPDATE SET n = target_counts.n + EXCLUDED.n), "
-    "pc AS (INSERT INTO progress_counts (query_id, ord, round1_reports, round2_reports, completed) "
-    "SELECT %(query)s, %(ord)s, %(round1)s, %(round2)s, %(completed)s FROM done "
-    "WHERE done.n = %(n)s "
-    "ON CONFLICT (query_id, ord) DO UPDATE SET "
-    "round1_reports = progress_counts.round1_reports + EXCLUDED.round1_reports, "
-    "round2_reports = progress_counts.round2_reports + EXCLUDED.round2_reports, "
-    "completed = progress_counts.completed + EXCLUDED.completed) "
+    "cs AS (INSERT INTO count_shards AS s "
+    "(query_id, ord, round1_reports, round2_reports, completed, counts) "
+    "SELECT %(query)s, %(ord)s, %(round1)s, %(round2)s, %(completed)s, %(counts)s::bigint[] "
+    f"FROM done WHERE done.n = %(n)s {_SHARD_SUMS}) "
     "SELECT n FROM done"
 )
 
@@ -214,67 +202,46 @@ async def add_new_group(conn: Conn, state: QueryState, accepted: Accepted) -> bo
     pipeline: one round trip): the query's shared lock, then `_ADD_NEW_GROUP`. False when the
     query was no longer open in that round. A report stored already raises UniqueViolation,
     changing nothing."""
-    rounds, targets = np.nonzero(state.counts)
-    per_round = [*state.reports_per_round, 0][:2]
+    round1, round2, completed = _progress(state)
+    values = {
+        **_group_values(state, accepted),
+        "ord": random.randrange(SHARDS),
+        "counts": _counts(state),
+        "round1": round1,
+        "round2": round2,
+        "completed": completed,
+    }
     async with conn.pipeline(), conn.transaction():
         await lock_shared(conn, [state.spec.query_id])
-        cursor = await _add_new_group(conn, state, accepted, rounds, targets, per_round)
+        cursor = await conn.execute(_ADD_NEW_GROUP, values)
     row = await cursor.fetchone()
     return row is not None and int(row[0]) == accepted.count
-
-
-async def _add_new_group(
-    conn: Conn,
-    state: QueryState,
-    accepted: Accepted,
-    rounds: npt.NDArray[np.intp],
-    targets: npt.NDArray[np.intp],
-    per_round: list[int],
-) -> Any:
-    return await conn.execute(
-        _ADD_NEW_GROUP,
-        {
-            **_group_values(state, accepted),
-            "ord": random.randrange(SHARDS),
-            "rounds": array_text(rounds + 1),
-            "targets": array_text(targets),
-            "counts": array_text(state.counts[rounds, targets]),
-            "round1": per_round[0],
-            "round2": per_round[1],
-            "completed": state.completed_devices,
-        },
-    )
 
 
 async def add_totals(conn: Conn, states: dict[str, QueryState]) -> None:
     """Set the bare `states`' counts and progress to the sums over every shard."""
     if not states:
         return
-    ids = list(states)
     cursor = await conn.execute(
-        "SELECT query_id, round, target, sum(n) FROM target_counts WHERE query_id = ANY(%s) "
-        "GROUP BY query_id, round, target",
-        (ids,),
+        "SELECT query_id, sum(round1_reports), sum(round2_reports), sum(completed), "
+        "(SELECT array_agg(total ORDER BY i) FROM (SELECT i, sum(x) AS total "
+        "FROM count_shards t, unnest(t.counts) WITH ORDINALITY AS u(x, i) "
+        "WHERE t.query_id = s.query_id GROUP BY i) AS per_count) "
+        "FROM count_shards s WHERE query_id = ANY(%s) GROUP BY query_id",
+        (list(states),),
     )
-    for query_id, round_, target, n in await cursor.fetchall():
-        states[query_id].counts[int(round_) - 1, int(target)] = int(n)
-    cursor = await conn.execute(
-        "SELECT query_id, sum(round1_reports), sum(round2_reports), sum(completed) "
-        "FROM progress_counts WHERE query_id = ANY(%s) GROUP BY query_id",
-        (ids,),
-    )
-    for query_id, round1, round2, completed in await cursor.fetchall():
+    for query_id, round1, round2, completed, counts in await cursor.fetchall():
         state = states[query_id]
         state.reports_per_round = [int(round1), int(round2)][: state.rounds]
         state.completed_devices = int(completed)
+        state.counts = np.array(counts, dtype=np.int64).reshape(state.counts.shape)
 
 
 async def merge_shards(conn: Conn, state: QueryState) -> None:
     """Replace a released query's counter shards by one row each (ord 0) holding `state`'s
     totals (the sums over every shard)."""
     query_id = state.spec.query_id
-    await conn.execute("DELETE FROM target_counts WHERE query_id = %s", (query_id,))
-    await conn.execute("DELETE FROM progress_counts WHERE query_id = %s", (query_id,))
+    await conn.execute("DELETE FROM count_shards WHERE query_id = %s", (query_id,))
     await add_counts(conn, state, shard=0)
 
 

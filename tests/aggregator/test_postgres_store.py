@@ -102,7 +102,7 @@ async def test_a_release_requested_on_two_replicas_at_once_is_charged_once(
     async with await psycopg.AsyncConnection.connect(a._url) as conn:
         await conn.execute(f"SET search_path TO {a._schema}")
         reports = await (await conn.execute("SELECT count(*) FROM reports")).fetchone()
-        shards = await (await conn.execute("SELECT DISTINCT ord FROM target_counts")).fetchall()
+        shards = await (await conn.execute("SELECT DISTINCT ord FROM count_shards")).fetchall()
     assert reports == (0,) and shards == [(0,)]
 
 
