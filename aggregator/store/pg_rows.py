@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -197,11 +198,15 @@ _ADD_NEW_GROUP = (
 )
 
 
-async def add_new_group(conn: Conn, state: QueryState, accepted: Accepted) -> bool:
-    """Store a group of new reports and `state`'s deltas in one transaction sent at once (a
-    pipeline: one round trip): the query's shared lock, then `_ADD_NEW_GROUP`. False when the
-    query was no longer open in that round. A report stored already raises UniqueViolation,
-    changing nothing."""
+async def add_new_group(conn: Conn, groups: Sequence[tuple[QueryState, Accepted]]) -> bool:
+    """Store groups of new reports of one query, and their states' deltas, in one transaction
+    sent at once (a pipeline: one round trip): the query's shared lock, then `_ADD_NEW_GROUP`
+    with the groups back to back and their deltas summed. False when the query was no longer
+    open in that round. A report stored already (or twice in `groups`) raises
+    UniqueViolation, changing nothing."""
+    state, accepted = groups[0]
+    if len(groups) > 1:
+        state, accepted = _combined(groups)
     round1, round2, completed = _progress(state)
     values = {
         **_group_values(state, accepted),
@@ -216,6 +221,24 @@ async def add_new_group(conn: Conn, state: QueryState, accepted: Accepted) -> bo
         cursor = await conn.execute(_ADD_NEW_GROUP, values)
     row = await cursor.fetchone()
     return row is not None and int(row[0]) == accepted.count
+
+
+def _combined(groups: Sequence[tuple[QueryState, Accepted]]) -> tuple[QueryState, Accepted]:
+    """One state holding the sum of the groups' deltas, and their reports as one group."""
+    first, first_accepted = groups[0]
+    state = QueryState.new(first.spec, first.created_at)
+    accepted = Accepted(first_accepted.round)
+    for delta, group in groups:
+        state.counts += delta.counts
+        state.reports_per_round = [
+            a + b for a, b in zip(state.reports_per_round, delta.reports_per_round, strict=True)
+        ]
+        state.completed_devices += delta.completed_devices
+        accepted.count += group.count
+        accepted.report_ids += group.report_ids
+        accepted.pseudonyms += group.pseudonyms
+        accepted.answers += group.answers
+    return state, accepted
 
 
 async def add_totals(conn: Conn, states: dict[str, QueryState]) -> None:

@@ -47,9 +47,10 @@ from aggregator.model import (
     ReleaseRecord,
     SubmitResult,
 )
-from aggregator.rounds import QueryState, ReportColumns
+from aggregator.rounds import Accepted, QueryState, ReportColumns
 from aggregator.store import pg_rows, pg_tokens
 from aggregator.store.base import LedgerFn, ReleaseFn
+from aggregator.store.pg_group_commit import GroupCommit
 from aggregator.store.pg_migrations import SCHEMA_NAME, SchemaTooNew, migrate
 from aggregator.store.release_codec import release_to_json
 from aggregator.store.snapshots import Snapshots
@@ -100,9 +101,12 @@ class PostgresStore(Snapshots):
         refresh_s: float = 1.0,
         connect_timeout_s: float = 10.0,
         observer: CommitObserver | None = None,
+        group_flights: int | None = None,
     ) -> None:
         """`schema`: keep the tables in this schema (created if missing) instead of the
-        user's default one; several independent stores can then share one database."""
+        user's default one; several independent stores can then share one database.
+        `group_flights`: transactions of new reports running at once (default: one per pooled
+        connection); groups arriving meanwhile wait and share the next one (`GroupCommit`)."""
         if schema is not None and not SCHEMA_NAME.fullmatch(schema):
             raise ValueError(f"schema must match {SCHEMA_NAME.pattern}, got {schema!r}")
         super().__init__()
@@ -123,6 +127,9 @@ class PostgresStore(Snapshots):
         self._release_records: dict[str, ReleaseRecord] = {}
         self._ledger_body: str | None = None
         self._generation = 0  # bumped by every local change, so a refresh never undoes one
+        self._group_commit = GroupCommit(
+            self._write_groups, _Raced, flights=group_flights or pool_size
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -149,6 +156,7 @@ class PostgresStore(Snapshots):
         self._listener = asyncio.create_task(self._listen(), name="postgres-refresh")
 
     async def close(self) -> None:
+        await self._group_commit.finish()
         if self._listener is not None:
             self._listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -198,12 +206,12 @@ class PostgresStore(Snapshots):
             return None
         accepted = changes.accepted[query_id]
         state.add_completed(accepted)
-        try:
-            async with self._connection() as conn:
-                stored = await pg_rows.add_new_group(conn, state, accepted)
-        except _Raced:
-            return None
+        stored = await self._group_commit.store(state, accepted)
         return (result, [state]) if stored else None
+
+    async def _write_groups(self, groups: Sequence[tuple[QueryState, Accepted]]) -> bool:
+        async with self._connection() as conn:
+            return await pg_rows.add_new_group(conn, groups)
 
     async def _admit(
         self, conn: Conn, reports: ReportColumns
