@@ -5,8 +5,9 @@ Each configuration runs `ldpcollect serve` processes on 127.0.0.1 and gets the s
 pre-built reports (a fresh query each, `--targets` answer bits) in SubmitBatch messages from
 this process (through one round_robin channel over the replicas). Printed per configuration:
 reports/s, RPC latency p50/p99, the ratio to SQLite, and CPU time per report of the serving
-processes (replica side) and of every PostgreSQL server process (database side), read from
-/proc before and after. Each configuration runs `--repeat` times, interleaved, and the
+processes (replica side) and of the PostgreSQL processes working for the run's database (its
+backends and the server's WAL writer, checkpointer and such; not other databases' backends),
+read from /proc before and after. Each configuration runs `--repeat` times, interleaved, and the
 median run is shown (the machine's load drifts between runs). Afterwards each
 configuration's count must equal what it acknowledged (nothing acknowledged is lost). Last,
 the database's own cost of a report row alone: inserts into a scratch table with both unique
@@ -25,6 +26,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import secrets
 import sys
 import tempfile
@@ -54,19 +56,34 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
-def postgres_cpu_seconds() -> float:
-    """CPU seconds of every PostgreSQL server process on this machine (backends included)."""
-    total = 0.0
+# A client backend's process title: "postgres: [CLUSTER: ]USER DATABASE HOST(PORT) STATE".
+_BACKEND_TITLE = re.compile(r"postgres: (?:\S+: )?\S+ (\S+) (?:\S+\(\d+\)|\[local\])")
+
+
+def postgres_cpu(database: str) -> dict[int, float]:
+    """CPU seconds so far of each PostgreSQL process that works for `database`: its client
+    backends and the server's shared processes (WAL writer, checkpointer, ...), not the
+    backends of other databases (other work on this machine may use the same server)."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            comm = (entry / "comm").read_text().strip()
+            if not (entry / "comm").read_text().startswith("postgres"):
+                continue
+            title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
         except OSError:
             continue
-        if comm.startswith("postgres"):
-            total += cpu_seconds(int(entry.name))
-    return total
+        backend = _BACKEND_TITLE.match(title)
+        if backend is None or backend.group(1) == database:
+            found[int(entry.name)] = cpu_seconds(int(entry.name))
+    return found
+
+
+def cpu_since(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds spent between two `postgres_cpu` readings by the processes alive at the
+    second (one that started meanwhile counts from zero; one that ended is left out)."""
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
 
 
 @dataclass(frozen=True)
@@ -136,7 +153,9 @@ async def run_one(
     args: argparse.Namespace,
     seed: int,
     tag: int = 0,
+    database: str = "",
 ) -> Measured:
+    """One configuration's run (`database`: the PostgreSQL database its replicas use)."""
     query_id = f"bench-{config.name}-{len(ports)}-{tag}"
     reports = build_reports(query_id, args.targets, args.reports, seed=seed)
     with ExitStack() as stack:
@@ -149,10 +168,10 @@ async def run_one(
         await create_query(addresses[0], query_id, args.targets)
         await settled_query(addresses, query_id)
         replica_before = sum(cpu_seconds(p) for p in pids)
-        db_before = postgres_cpu_seconds()
+        db_before = postgres_cpu(database)
         load = await measure(target, "batch", reports, args, f"{config.label} x{len(ports)}")
         replica_cpu = sum(cpu_seconds(p) for p in pids) - replica_before
-        db_cpu = postgres_cpu_seconds() - db_before if config.name != "sqlite" else 0.0
+        db_cpu = cpu_since(db_before, postgres_cpu(database)) if config.name != "sqlite" else 0.0
         total = await settled_count(addresses[0], query_id, load.acknowledged)
     return Measured(config.label, len(ports), load, total, replica_cpu, db_cpu)
 
@@ -216,14 +235,14 @@ async def run(args: argparse.Namespace) -> tuple[list[Measured], dict[str, float
             for k, config in enumerate(configs(args)):
                 with tempfile.TemporaryDirectory() as tmp:
                     ports = [free_port() for _ in range(config.replicas)]
+                    database = databases[args.server_code if config.code else None]
                     if config.name == "sqlite":
                         store = ["--db", str(Path(tmp) / "bench.db")]
                     else:
-                        url = f"{server}/{databases[args.server_code if config.code else None]}"
-                        store = ["--store", url]
+                        store = ["--store", f"{server}/{database}"]
                     commands = [serve_command(p, *store) for p in ports]
                     measured = await run_one(
-                        config, commands, ports, args, seed=10 * attempt + k, tag=attempt
+                        config, commands, ports, args, 10 * attempt + k, attempt, database
                     )
                 runs.setdefault(config, []).append(measured)
         costs = index_costs(f"{server}/{databases[None]}")
@@ -256,18 +275,20 @@ def index_costs(url: str, batches: int = 120) -> dict[str, float]:
     """Database CPU µs per report of inserting 500 random reports per statement into a
     scratch table of each shape in INDEX_VARIANTS (committed one statement at a time)."""
     costs = {}
+    database = url.rsplit("/", 1)[1]
     with psycopg.connect(url, autocommit=True) as conn:
         for name, keys in INDEX_VARIANTS.items():
             conn.execute("DROP TABLE IF EXISTS bench_reports")
             columns = "q integer, id bytea, p bytea, rd smallint, a bytea"
             conn.execute(f"CREATE TABLE bench_reports ({columns}{', ' + keys if keys else ''})")
-            before = postgres_cpu_seconds()
+            before = postgres_cpu(database)
             for _ in range(batches):
                 conn.execute(
                     _SCRATCH_INSERT,
                     {"ids": os.urandom(8000), "devices": os.urandom(8000), "answers": bytes(6500)},
                 )
-            costs[name] = (postgres_cpu_seconds() - before) / (batches * 500) * 1e6
+            spent = cpu_since(before, postgres_cpu(database))
+            costs[name] = spent / (batches * 500) * 1e6
         conn.execute("DROP TABLE bench_reports")
     return costs
 
