@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.model import QueryStatus, ReleaseRecord
+from aggregator.model import QueryInfo, QueryStatus, ReleaseRecord
 from aggregator.rounds import Accepted, LogEntry, QueryState
 from aggregator.store.release_codec import release_from_json
 from aggregator.store.rows import SPEC_COLUMNS, spec_of, spec_values
@@ -258,6 +258,30 @@ async def add_totals(conn: Conn, states: dict[str, QueryState]) -> None:
         state.reports_per_round = [int(round1), int(round2)][: state.rounds]
         state.completed_devices = int(completed)
         state.counts = np.array(counts, dtype=np.int64).reshape(state.counts.shape)
+
+
+# Queries with their progress summed over the shards, in one statement (one snapshot).
+_CURRENT = (
+    f"SELECT {', '.join('q.' + c for c in QUERY_COLUMNS)}, coalesce(sum(s.round1_reports), 0), "
+    "coalesce(sum(s.round2_reports), 0), coalesce(sum(s.completed), 0) "
+    "FROM queries q LEFT JOIN count_shards s ON s.query_id = q.query_id {} GROUP BY q.query_id"
+)
+
+
+async def current(conn: Conn, query_ids: list[str] | None = None) -> dict[str, QueryInfo]:
+    """The committed state of `query_ids` (None: every query), counts left out."""
+    if query_ids is None:
+        cursor = await conn.execute(_CURRENT.format(""))
+    else:
+        cursor = await conn.execute(_CURRENT.format("WHERE q.query_id = ANY(%s)"), (query_ids,))
+    found = {}
+    for row in await cursor.fetchall():
+        state = bare_state(row[: len(QUERY_COLUMNS)])
+        round1, round2, completed = row[len(QUERY_COLUMNS) :]
+        state.reports_per_round = [int(round1), int(round2)][: state.rounds]
+        state.completed_devices = int(completed)
+        found[state.spec.query_id] = state.snapshot()
+    return found
 
 
 async def merge_shards(conn: Conn, state: QueryState) -> None:

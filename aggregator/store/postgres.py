@@ -334,6 +334,22 @@ class PostgresStore(Snapshots):
             return []
         return await self._run(lambda conn: pg_tokens.redeem(conn, query_id, items))
 
+    # ------------------------------------------------------------------ current reads
+
+    async def current_query(self, query_id: str) -> QueryInfo | None:
+        """The query as committed now, other replicas' reports included (one statement)."""
+        return (await self._current([query_id])).get(query_id)
+
+    async def current_queries(self) -> list[QueryInfo]:
+        found = await self._current(None)
+        return sorted(found.values(), key=lambda q: (q.created_at, q.query_id))
+
+    async def _current(self, query_ids: list[str] | None) -> dict[str, QueryInfo]:
+        if self._pool is None:
+            raise Unavailable("the store is not open")
+        async with self._connection() as conn:  # one statement, autocommit: one round trip
+            return await pg_rows.current(conn, query_ids)
+
     # ------------------------------------------------------------------ transactions
 
     async def _run(self, work: Callable[[Conn], Awaitable[T]]) -> T:
