@@ -8,8 +8,12 @@ Every decision that two replicas could make differently is made by the database:
   When fewer rows go in than were accepted, another replica committed one of them first: the
   whole transaction is rolled back and run again, and then sees that report (a duplicate, or
   ALREADY_EXISTS). The reply is sent only after COMMIT.
-- No hot rows: counts go to one of `SHARDS` counter rows per (query, round, target), chosen
-  at random, with INSERT ... ON CONFLICT DO UPDATE SET n = n + EXCLUDED.n; reads sum them.
+- No hot rows: counts and progress go to one of `SHARDS` counter rows per query (schema v3:
+  one row per shard holding every count as an array), chosen at random, with INSERT ... ON
+  CONFLICT DO UPDATE adding the arrays element by element; reads sum them.
+- Group commit: groups of new reports that arrive while this replica's group transactions
+  are busy share the next one (`GroupCommit`): one lock, one counter upsert and one commit
+  for all of them.
 - Single flight: advance, close and release take the query's advisory lock exclusively
   (waiting for the submissions in flight) and lock its row FOR UPDATE, then the ledger row;
   every ledger change locks the ledger row. Whichever replica receives a change, it happens
@@ -19,6 +23,8 @@ Every decision that two replicas could make differently is made by the database:
 A replica holds no report: its memory is the published snapshots (`Snapshots`: O(targets)
 per query), refreshed after its own transactions, whenever another replica announces a
 lifecycle change (LISTEN/NOTIFY), and every `refresh_s` seconds (report counts of others).
+`current_query`/`current_queries` (an operator's GetQuery and ListQueries) read the database
+instead: every report committed before the call, on any replica.
 """
 
 from __future__ import annotations
