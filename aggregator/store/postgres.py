@@ -58,8 +58,8 @@ from aggregator.store import pg_rows, pg_tokens
 from aggregator.store.base import LedgerFn, ReleaseFn
 from aggregator.store.pg_group_commit import GroupCommit
 from aggregator.store.pg_migrations import SCHEMA_NAME, SchemaTooNew, migrate
+from aggregator.store.pg_snapshots import ReplicaSnapshots
 from aggregator.store.release_codec import release_to_json
-from aggregator.store.snapshots import Snapshots
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -97,7 +97,7 @@ class DatabaseUnreachable(OSError):
         super().__init__(f"cannot use the PostgreSQL database {shown_url(url)}: {what} ({cause})")
 
 
-class PostgresStore(Snapshots):
+class PostgresStore(ReplicaSnapshots):
     def __init__(
         self,
         url: str,
@@ -115,24 +115,16 @@ class PostgresStore(Snapshots):
         connection); groups arriving meanwhile wait and share the next one (`GroupCommit`)."""
         if schema is not None and not SCHEMA_NAME.fullmatch(schema):
             raise ValueError(f"schema must match {SCHEMA_NAME.pattern}, got {schema!r}")
-        super().__init__()
-        self._url = url
+        connect_kwargs: dict[str, Any] = {"autocommit": True}
+        if schema is not None:
+            connect_kwargs["options"] = f"-c search_path={schema}"
+        super().__init__(url, connect_kwargs, f"ldpcollect_{schema or 'changes'}", refresh_s)
         self._schema = schema
         self._pool_size = pool_size
-        self._refresh_s = refresh_s
         self._connect_timeout_s = connect_timeout_s
         self._observer = observer
-        self._connect_kwargs: dict[str, Any] = {"autocommit": True}
-        if schema is not None:
-            self._connect_kwargs["options"] = f"-c search_path={schema}"
-        self._channel = f"ldpcollect_{schema or 'changes'}"
         self._pool: AsyncConnectionPool[Any] | None = None
         self._listener: asyncio.Task[None] | None = None
-        # Committed state as last read or written by this replica (published after changes).
-        self._states: dict[str, QueryState] = {}
-        self._release_records: dict[str, ReleaseRecord] = {}
-        self._ledger_body: str | None = None
-        self._generation = 0  # bumped by every local change, so a refresh never undoes one
         self._group_commit = GroupCommit(
             self._write_groups, _Raced, flights=group_flights or pool_size
         )
@@ -424,63 +416,3 @@ class PostgresStore(Snapshots):
     async def _notify(self, conn: Conn, query_id: str) -> None:
         """Tell the other replicas (at commit) that a query or the ledger changed."""
         await conn.execute("SELECT pg_notify(%s, %s)", (self._channel, query_id))
-
-    # ------------------------------------------------------------------ snapshots
-
-    def _add(self, delta: QueryState) -> None:
-        """Add a committed submission's deltas to the published state."""
-        state = self._states.get(delta.spec.query_id)
-        if state is None:
-            return  # not seen yet: the next refresh brings it with these reports
-        state.counts += delta.counts
-        state.reports_per_round = [
-            a + b for a, b in zip(state.reports_per_round, delta.reports_per_round, strict=True)
-        ]
-        state.completed_devices += delta.completed_devices
-        self._generation += 1
-
-    def _replace(self, state: QueryState) -> QueryInfo:
-        self._states[state.spec.query_id] = state
-        self._generation += 1
-        self._publish()
-        return state.snapshot()
-
-    def _publish(self) -> None:
-        held = {
-            query_id: 0 if s.status == QueryStatus.RELEASED else sum(s.reports_per_round)
-            for query_id, s in self._states.items()
-        }
-        self.publish(self._states.values(), self._release_records, self._ledger_body, held)
-
-    async def _refresh(self, conn: Conn) -> None:
-        """Read every query's committed state and publish it (unless a local change
-        landed meanwhile: then read again)."""
-        for _ in range(_ATTEMPTS):
-            generation = self._generation
-            async with conn.transaction():
-                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                states = await pg_rows.all_states(conn)
-                releases = await pg_rows.new_releases(conn, list(self._release_records))
-                ledger = await pg_rows.ledger_body(conn)
-            if generation == self._generation:
-                self._states = states
-                self._release_records.update(releases)
-                self._ledger_body = ledger
-                self._publish()
-                return
-
-    async def _listen(self) -> None:
-        """Refresh on every change another replica announces, and every `refresh_s`."""
-        while True:
-            try:
-                async with await psycopg.AsyncConnection.connect(
-                    self._url, **self._connect_kwargs
-                ) as conn:
-                    await conn.execute(f"LISTEN {self._channel}")
-                    while True:
-                        async for _ in conn.notifies(timeout=self._refresh_s, stop_after=1):
-                            pass
-                        await self._refresh(conn)
-            except psycopg.Error as exc:
-                log.warning("refreshing from the database failed (retrying): %s", exc)
-                await asyncio.sleep(self._refresh_s)
