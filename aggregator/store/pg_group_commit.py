@@ -101,6 +101,10 @@ class GroupCommit:
         self.transactions += 1
         try:
             outcome = await self._write([w.group for w in taken])
+        except asyncio.CancelledError:
+            for waiting in taken:  # stopped mid-write: its outcome is unknown to the callers
+                waiting.done.cancel()
+            raise
         except Exception as exc:
             if not isinstance(exc, self._raced):
                 for waiting in taken:
