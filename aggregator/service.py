@@ -394,11 +394,16 @@ class AdminService(pb_grpc.AdminServicer):
     async def ListQueries(
         self, request: pb.ListQueriesRequest, context: Context
     ) -> pb.ListQueriesResponse:
-        return pb.ListQueriesResponse(queries=[query_to_proto(q) for q in self._store.queries()])
+        queries = await self._store.current_queries()
+        return pb.ListQueriesResponse(queries=[query_to_proto(q) for q in queries])
 
     @_admin
     async def GetQuery(self, request: pb.GetQueryRequest, context: Context) -> pb.Query:
-        return _lookup(self._store, request.query_id)
+        # Operators see every report committed before the call, on any replica.
+        info = await self._store.current_query(request.query_id)
+        if info is None:
+            raise unknown_query(request.query_id)
+        return query_to_proto(info)
 
     @_admin
     async def AdvanceRound(self, request: pb.AdvanceRoundRequest, context: Context) -> pb.Query:

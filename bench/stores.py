@@ -5,8 +5,9 @@ Each configuration runs `ldpcollect serve` processes on 127.0.0.1 and gets the s
 pre-built reports (a fresh query each, `--targets` answer bits) in SubmitBatch messages from
 this process (through one round_robin channel over the replicas). Printed per configuration:
 reports/s, RPC latency p50/p99, the ratio to SQLite, and CPU time per report of the serving
-processes (replica side) and of every PostgreSQL server process (database side), read from
-/proc before and after. Each configuration runs `--repeat` times, interleaved, and the
+processes (replica side) and of the PostgreSQL processes working for the run's database (its
+backends and the server's WAL writer, checkpointer and such; not other databases' backends),
+read from /proc before and after. Each configuration runs `--repeat` times, interleaved, and the
 median run is shown (the machine's load drifts between runs). Afterwards each
 configuration's count must equal what it acknowledged (nothing acknowledged is lost). Last,
 the database's own cost of a report row alone: inserts into a scratch table with both unique
@@ -25,6 +26,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import secrets
 import sys
 import tempfile
@@ -54,19 +56,48 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
-def postgres_cpu_seconds() -> float:
-    """CPU seconds of every PostgreSQL server process on this machine (backends included)."""
-    total = 0.0
+# A client backend's process title: "postgres: [CLUSTER: ]USER DATABASE HOST(PORT) STATE".
+_BACKEND_TITLE = re.compile(r"postgres: (?:\S+: )?\S+ (\S+) (?:\S+\(\d+\)|\[local\])")
+
+
+def postgres_cpu(database: str) -> dict[int, float]:
+    """CPU seconds so far of each PostgreSQL process that works for `database`: its client
+    backends and the server's shared processes (WAL writer, checkpointer, ...), not the
+    backends of other databases (other work on this machine may use the same server)."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            comm = (entry / "comm").read_text().strip()
+            if not (entry / "comm").read_text().startswith("postgres"):
+                continue
+            title = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
         except OSError:
             continue
-        if comm.startswith("postgres"):
-            total += cpu_seconds(int(entry.name))
-    return total
+        backend = _BACKEND_TITLE.match(title)
+        if backend is None or backend.group(1) == database:
+            found[int(entry.name)] = cpu_seconds(int(entry.name))
+    return found
+
+
+def cpu_since(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds spent between two `postgres_cpu` readings by the processes alive at the
+    second (one that started meanwhile counts from zero; one that ended is left out)."""
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
+
+
+@dataclass(frozen=True)
+class Config:
+    """One configuration: a store, its replica count, and the checkout its servers run from
+    (None: this one; else `--server-code`, shown as "(base)")."""
+
+    name: str
+    replicas: int
+    code: Path | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} (base)" if self.code is not None else self.name
 
 
 @dataclass
@@ -116,30 +147,33 @@ async def settled_count(target: str, query_id: str, expected: int) -> int:
 
 
 async def run_one(
-    name: str,
+    config: Config,
     commands: list[list[str]],
     ports: list[int],
     args: argparse.Namespace,
     seed: int,
     tag: int = 0,
+    database: str = "",
 ) -> Measured:
-    query_id = f"bench-{name}-{len(ports)}-{tag}"
+    """One configuration's run (`database`: the PostgreSQL database its replicas use)."""
+    query_id = f"bench-{config.name}-{len(ports)}-{tag}"
     reports = build_reports(query_id, args.targets, args.reports, seed=seed)
     with ExitStack() as stack:
         addresses = [
-            stack.enter_context(process(c, p)) for c, p in zip(commands, ports, strict=True)
+            stack.enter_context(process(c, p, config.code))
+            for c, p in zip(commands, ports, strict=True)
         ]
         pids = _children_serving(ports)
         target = ",".join(addresses)
         await create_query(addresses[0], query_id, args.targets)
         await settled_query(addresses, query_id)
         replica_before = sum(cpu_seconds(p) for p in pids)
-        db_before = postgres_cpu_seconds()
-        load = await measure(target, "batch", reports, args, f"{name} x{len(ports)}")
+        db_before = postgres_cpu(database)
+        load = await measure(target, "batch", reports, args, f"{config.label} x{len(ports)}")
         replica_cpu = sum(cpu_seconds(p) for p in pids) - replica_before
-        db_cpu = postgres_cpu_seconds() - db_before if name != "sqlite" else 0.0
+        db_cpu = cpu_since(db_before, postgres_cpu(database)) if config.name != "sqlite" else 0.0
         total = await settled_count(addresses[0], query_id, load.acknowledged)
-    return Measured(name, len(ports), load, total, replica_cpu, db_cpu)
+    return Measured(config.label, len(ports), load, total, replica_cpu, db_cpu)
 
 
 async def settled_query(addresses: list[str], query_id: str) -> None:
@@ -172,35 +206,54 @@ def _children_serving(ports: list[int]) -> list[int]:
     return found
 
 
+def configs(args: argparse.Namespace) -> list[Config]:
+    """SQLite first (the baseline of every ratio), then PostgreSQL with each replica count,
+    from this checkout and, with `--server-code`, from that one."""
+    counts = [int(n) for n in args.replicas.split(",")]
+    found = [Config("sqlite", 1)]
+    found += [Config("postgresql", n) for n in counts]
+    if args.server_code is not None:
+        found += [Config("postgresql", n, args.server_code.resolve()) for n in counts]
+    return found
+
+
 async def run(args: argparse.Namespace) -> tuple[list[Measured], dict[str, float]]:
     """Every configuration `--repeat` times, interleaved (the machine's load drifts); the
-    median run of each by reports/s."""
-    runs: dict[tuple[str, int], list[Measured]] = {}
-    name = f"ldpc_bench_{secrets.token_hex(4)}"
+    median run of each by reports/s. Each checkout's replicas get a database of their own
+    (a newer schema version is refused by older code)."""
+    runs: dict[Config, list[Measured]] = {}
+    suffix = secrets.token_hex(4)
     server = args.postgres.rstrip("/")
+    databases: dict[Path | None, str] = {None: f"ldpc_bench_{suffix}"}
+    if args.server_code is not None:
+        databases[args.server_code] = f"ldpc_bench_{suffix}_base"
     with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        for database in databases.values():
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
     try:
-        url = f"{server}/{name}"
         for attempt in range(args.repeat):
-            with tempfile.TemporaryDirectory() as tmp:
-                port = free_port()
-                sqlite = serve_command(port, "--db", str(Path(tmp) / "bench.db"))
-                measured = await run_one("sqlite", [sqlite], [port], args, seed=10 * attempt)
-                runs.setdefault(("sqlite", 1), []).append(measured)
-            for n in (1, 2):
-                ports = [free_port() for _ in range(n)]
-                commands = [serve_command(p, "--store", url) for p in ports]
-                measured = await run_one(
-                    "postgresql", commands, ports, args, seed=10 * attempt + n, tag=attempt
-                )
-                runs.setdefault(("postgresql", n), []).append(measured)
-        costs = index_costs(url)
+            for k, config in enumerate(configs(args)):
+                with tempfile.TemporaryDirectory() as tmp:
+                    ports = [free_port() for _ in range(config.replicas)]
+                    database = databases[args.server_code if config.code else None]
+                    if config.name == "sqlite":
+                        store = ["--db", str(Path(tmp) / "bench.db")]
+                    else:
+                        store = ["--store", f"{server}/{database}"]
+                    commands = [serve_command(p, *store) for p in ports]
+                    measured = await run_one(
+                        config, commands, ports, args, 10 * attempt + k, attempt, database
+                    )
+                runs.setdefault(config, []).append(measured)
+        costs = index_costs(f"{server}/{databases[None]}")
     finally:
         with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+            for database in databases.values():
+                conn.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                        sql.Identifier(database)
+                    )
+                )
     return [median_run(r) for r in runs.values()], costs
 
 
@@ -222,18 +275,20 @@ def index_costs(url: str, batches: int = 120) -> dict[str, float]:
     """Database CPU µs per report of inserting 500 random reports per statement into a
     scratch table of each shape in INDEX_VARIANTS (committed one statement at a time)."""
     costs = {}
+    database = url.rsplit("/", 1)[1]
     with psycopg.connect(url, autocommit=True) as conn:
         for name, keys in INDEX_VARIANTS.items():
             conn.execute("DROP TABLE IF EXISTS bench_reports")
             columns = "q integer, id bytea, p bytea, rd smallint, a bytea"
             conn.execute(f"CREATE TABLE bench_reports ({columns}{', ' + keys if keys else ''})")
-            before = postgres_cpu_seconds()
+            before = postgres_cpu(database)
             for _ in range(batches):
                 conn.execute(
                     _SCRATCH_INSERT,
                     {"ids": os.urandom(8000), "devices": os.urandom(8000), "answers": bytes(6500)},
                 )
-            costs[name] = (postgres_cpu_seconds() - before) / (batches * 500) * 1e6
+            spent = cpu_since(before, postgres_cpu(database))
+            costs[name] = spent / (batches * 500) * 1e6
         conn.execute("DROP TABLE bench_reports")
     return costs
 
@@ -276,6 +331,14 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=500, help="reports per SubmitBatch")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432")
     parser.add_argument("--repeat", type=int, default=3, help="runs per store (median shown)")
+    parser.add_argument(
+        "--replicas", default="1,2", help="PostgreSQL replica counts to run, comma-separated"
+    )
+    parser.add_argument(
+        "--server-code",
+        type=Path,
+        help="also run the PostgreSQL configurations from this checkout (before/after)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--plot", type=Path, help="also draw throughput and cost to this PNG")
     args = parser.parse_args()
@@ -308,6 +371,12 @@ def main() -> None:
         )  # fmt: skip
     console = Console(width=140)
     console.print(table)
+    for row in rows:
+        base = next((b for b in rows if b["store"] == f"{row['store']} (base)"
+                     and b["replicas"] == row["replicas"]), None)  # fmt: skip
+        if base is not None:
+            ratio = float(str(row["reports_per_second"])) / float(str(base["reports_per_second"]))
+            console.print(f"{row['store']} x{row['replicas']}: {ratio:.2f}x the base checkout")
     for name, cost in costs.items():
         console.print(f"index cost, {name}: {cost:.1f} µs of database CPU per report inserted")
 

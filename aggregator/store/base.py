@@ -46,6 +46,13 @@ class Store(Protocol):
 
     def query(self, query_id: str) -> QueryInfo | None: ...
 
+    async def current_query(self, query_id: str) -> QueryInfo | None:
+        """Like `query`, but showing every change committed before the call, whichever
+        process made it (several replicas share a PostgreSQL store)."""
+
+    async def current_queries(self) -> list[QueryInfo]:
+        """Like `queries`, showing every change committed before the call."""
+
     def release_of(self, query_id: str) -> ReleaseRecord | None: ...
 
     def ledger(self) -> str | None: ...

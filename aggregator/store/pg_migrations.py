@@ -43,10 +43,13 @@ class SchemaTooNew(RuntimeError):
     """The database holds a schema version this ldpcollect does not know."""
 
 
-async def migrate(conn: psycopg.AsyncConnection[Any], schema: str | None = None) -> list[int]:
-    """Bring the database (or `schema` in it, created if missing) to the newest version;
-    returns the versions applied now (empty when it was up to date)."""
-    known = migrations()
+async def migrate(
+    conn: psycopg.AsyncConnection[Any], schema: str | None = None, upto: int | None = None
+) -> list[int]:
+    """Bring the database (or `schema` in it, created if missing) to the newest version (or
+    to version `upto`, as an older ldpcollect would); returns the versions applied now (empty
+    when it was up to date)."""
+    known = [m for m in migrations() if upto is None or m.version <= upto]
     applied_now: list[int] = []
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
@@ -64,7 +67,7 @@ async def migrate(conn: psycopg.AsyncConnection[Any], schema: str | None = None)
         )
         cursor = await conn.execute("SELECT version FROM ldpcollect_migrations")
         applied = {int(row[0]) for row in await cursor.fetchall()}
-        newest = max((m.version for m in known), default=0)
+        newest = max((m.version for m in migrations()), default=0)
         if applied and max(applied) > newest:
             raise SchemaTooNew(
                 f"the database has schema version {max(applied)}, newer than this ldpcollect "

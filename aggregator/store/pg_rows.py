@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.model import QueryStatus, ReleaseRecord
+from aggregator.model import QueryInfo, QueryStatus, ReleaseRecord
 from aggregator.rounds import Accepted, LogEntry, QueryState
 from aggregator.store.release_codec import release_from_json
 from aggregator.store.rows import SPEC_COLUMNS, spec_of, spec_values
@@ -38,18 +39,20 @@ _INSERT_REPORTS = (
     "%(round)s, substr(%(answers)b, i * %(width)s + 1, %(width)s) "
     "FROM generate_series(0, %(n)s - 1) AS i ON CONFLICT DO NOTHING"
 )
-_ADD_TARGET_COUNTS = (
-    "INSERT INTO target_counts (query_id, round, target, ord, n) "
-    "SELECT %s, r, t, %s, n FROM unnest(%s::smallint[], %s::integer[], %s::bigint[]) "
-    "AS u(r, t, n) "
-    "ON CONFLICT (query_id, round, target, ord) DO UPDATE SET n = target_counts.n + EXCLUDED.n"
+# Adds a transaction's deltas to one counter shard (schema v3: one row per query and shard):
+# the progress columns summed, the counts arrays summed element by element.
+_SHARD_SUMS = (
+    "ON CONFLICT (query_id, ord) DO UPDATE SET "
+    "round1_reports = s.round1_reports + EXCLUDED.round1_reports, "
+    "round2_reports = s.round2_reports + EXCLUDED.round2_reports, "
+    "completed = s.completed + EXCLUDED.completed, "
+    "counts = ARRAY(SELECT a + b FROM unnest(s.counts, EXCLUDED.counts) WITH ORDINALITY "
+    "AS u(a, b, i) ORDER BY i)"
 )
-_ADD_PROGRESS = (
-    "INSERT INTO progress_counts (query_id, ord, round1_reports, round2_reports, completed) "
-    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (query_id, ord) DO UPDATE SET "
-    "round1_reports = progress_counts.round1_reports + EXCLUDED.round1_reports, "
-    "round2_reports = progress_counts.round2_reports + EXCLUDED.round2_reports, "
-    "completed = progress_counts.completed + EXCLUDED.completed"
+_ADD_COUNTS = (
+    "INSERT INTO count_shards AS s "
+    "(query_id, ord, round1_reports, round2_reports, completed, counts) "
+    f"VALUES (%s, %s, %s, %s, %s, %s::bigint[]) {_SHARD_SUMS}"
 )
 
 
@@ -160,24 +163,18 @@ def _group_values(state: QueryState, accepted: Accepted) -> dict[str, Any]:
 async def add_counts(conn: Conn, state: QueryState, shard: int | None = None) -> None:
     """Add `state`'s counts and progress (deltas: it started from zero) to one shard, by
     default a random one."""
-    query_id = state.spec.query_id
     shard = random.randrange(SHARDS) if shard is None else shard
-    rounds, targets = np.nonzero(state.counts)
-    if len(rounds):
-        await conn.execute(
-            _ADD_TARGET_COUNTS,
-            (
-                query_id,
-                shard,
-                array_text(rounds + 1),
-                array_text(targets),
-                array_text(state.counts[rounds, targets]),
-            ),
-        )
+    await conn.execute(_ADD_COUNTS, (state.spec.query_id, shard, *_progress(state), _counts(state)))
+
+
+def _progress(state: QueryState) -> tuple[int, int, int]:
     per_round = [*state.reports_per_round, 0][:2]
-    await conn.execute(
-        _ADD_PROGRESS, (query_id, shard, per_round[0], per_round[1], state.completed_devices)
-    )
+    return per_round[0], per_round[1], state.completed_devices
+
+
+def _counts(state: QueryState) -> str:
+    """Every count (rounds x targets, row-major) as array text: one parameter."""
+    return array_text(state.counts.ravel())
 
 
 # A whole group of new round-1 reports for an open query, in ONE statement (after the
@@ -193,88 +190,105 @@ _ADD_NEW_GROUP = (
     "%(round)s, substr(%(answers)b, i * %(width)s + 1, %(width)s) "
     "FROM q, generate_series(0, %(n)s - 1) AS i RETURNING 1), "
     "done AS (SELECT count(*) AS n FROM ins), "
-    "tc AS (INSERT INTO target_counts (query_id, round, target, ord, n) "
-    "SELECT %(query)s, r, t, %(ord)s, c FROM done, "
-    "unnest(%(rounds)s::smallint[], %(targets)s::integer[], %(counts)s::bigint[]) AS u(r, t, c) "
-    "WHERE done.n = %(n)s "
-    "ON CONFLICT (query_id, round, target, ord) DO UPDATE SET n = target_counts.n + EXCLUDED.n), "
-    "pc AS (INSERT INTO progress_counts (query_id, ord, round1_reports, round2_reports, completed) "
-    "SELECT %(query)s, %(ord)s, %(round1)s, %(round2)s, %(completed)s FROM done "
-    "WHERE done.n = %(n)s "
-    "ON CONFLICT (query_id, ord) DO UPDATE SET "
-    "round1_reports = progress_counts.round1_reports + EXCLUDED.round1_reports, "
-    "round2_reports = progress_counts.round2_reports + EXCLUDED.round2_reports, "
-    "completed = progress_counts.completed + EXCLUDED.completed) "
+    "cs AS (INSERT INTO count_shards AS s "
+    "(query_id, ord, round1_reports, round2_reports, completed, counts) "
+    "SELECT %(query)s, %(ord)s, %(round1)s, %(round2)s, %(completed)s, %(counts)s::bigint[] "
+    f"FROM done WHERE done.n = %(n)s {_SHARD_SUMS}) "
     "SELECT n FROM done"
 )
 
 
-async def add_new_group(conn: Conn, state: QueryState, accepted: Accepted) -> bool:
-    """Store a group of new reports and `state`'s deltas in one transaction sent at once (a
-    pipeline: one round trip): the query's shared lock, then `_ADD_NEW_GROUP`. False when the
-    query was no longer open in that round. A report stored already raises UniqueViolation,
-    changing nothing."""
-    rounds, targets = np.nonzero(state.counts)
-    per_round = [*state.reports_per_round, 0][:2]
+async def add_new_group(conn: Conn, groups: Sequence[tuple[QueryState, Accepted]]) -> bool:
+    """Store groups of new reports of one query, and their states' deltas, in one transaction
+    sent at once (a pipeline: one round trip): the query's shared lock, then `_ADD_NEW_GROUP`
+    with the groups back to back and their deltas summed. False when the query was no longer
+    open in that round. A report stored already (or twice in `groups`) raises
+    UniqueViolation, changing nothing."""
+    state, accepted = groups[0]
+    if len(groups) > 1:
+        state, accepted = _combined(groups)
+    round1, round2, completed = _progress(state)
+    values = {
+        **_group_values(state, accepted),
+        "ord": random.randrange(SHARDS),
+        "counts": _counts(state),
+        "round1": round1,
+        "round2": round2,
+        "completed": completed,
+    }
     async with conn.pipeline(), conn.transaction():
         await lock_shared(conn, [state.spec.query_id])
-        cursor = await _add_new_group(conn, state, accepted, rounds, targets, per_round)
+        cursor = await conn.execute(_ADD_NEW_GROUP, values)
     row = await cursor.fetchone()
     return row is not None and int(row[0]) == accepted.count
 
 
-async def _add_new_group(
-    conn: Conn,
-    state: QueryState,
-    accepted: Accepted,
-    rounds: npt.NDArray[np.intp],
-    targets: npt.NDArray[np.intp],
-    per_round: list[int],
-) -> Any:
-    return await conn.execute(
-        _ADD_NEW_GROUP,
-        {
-            **_group_values(state, accepted),
-            "ord": random.randrange(SHARDS),
-            "rounds": array_text(rounds + 1),
-            "targets": array_text(targets),
-            "counts": array_text(state.counts[rounds, targets]),
-            "round1": per_round[0],
-            "round2": per_round[1],
-            "completed": state.completed_devices,
-        },
-    )
+def _combined(groups: Sequence[tuple[QueryState, Accepted]]) -> tuple[QueryState, Accepted]:
+    """One state holding the sum of the groups' deltas, and their reports as one group."""
+    first, first_accepted = groups[0]
+    state = QueryState.new(first.spec, first.created_at)
+    accepted = Accepted(first_accepted.round)
+    for delta, group in groups:
+        state.counts += delta.counts
+        state.reports_per_round = [
+            a + b for a, b in zip(state.reports_per_round, delta.reports_per_round, strict=True)
+        ]
+        state.completed_devices += delta.completed_devices
+        accepted.count += group.count
+        accepted.report_ids += group.report_ids
+        accepted.pseudonyms += group.pseudonyms
+        accepted.answers += group.answers
+    return state, accepted
 
 
 async def add_totals(conn: Conn, states: dict[str, QueryState]) -> None:
     """Set the bare `states`' counts and progress to the sums over every shard."""
     if not states:
         return
-    ids = list(states)
     cursor = await conn.execute(
-        "SELECT query_id, round, target, sum(n) FROM target_counts WHERE query_id = ANY(%s) "
-        "GROUP BY query_id, round, target",
-        (ids,),
+        "SELECT query_id, sum(round1_reports), sum(round2_reports), sum(completed), "
+        "(SELECT array_agg(total ORDER BY i) FROM (SELECT i, sum(x) AS total "
+        "FROM count_shards t, unnest(t.counts) WITH ORDINALITY AS u(x, i) "
+        "WHERE t.query_id = s.query_id GROUP BY i) AS per_count) "
+        "FROM count_shards s WHERE query_id = ANY(%s) GROUP BY query_id",
+        (list(states),),
     )
-    for query_id, round_, target, n in await cursor.fetchall():
-        states[query_id].counts[int(round_) - 1, int(target)] = int(n)
-    cursor = await conn.execute(
-        "SELECT query_id, sum(round1_reports), sum(round2_reports), sum(completed) "
-        "FROM progress_counts WHERE query_id = ANY(%s) GROUP BY query_id",
-        (ids,),
-    )
-    for query_id, round1, round2, completed in await cursor.fetchall():
+    for query_id, round1, round2, completed, counts in await cursor.fetchall():
         state = states[query_id]
         state.reports_per_round = [int(round1), int(round2)][: state.rounds]
         state.completed_devices = int(completed)
+        state.counts = np.array(counts, dtype=np.int64).reshape(state.counts.shape)
+
+
+# Queries with their progress summed over the shards, in one statement (one snapshot).
+_CURRENT = (
+    f"SELECT {', '.join('q.' + c for c in QUERY_COLUMNS)}, coalesce(sum(s.round1_reports), 0), "
+    "coalesce(sum(s.round2_reports), 0), coalesce(sum(s.completed), 0) "
+    "FROM queries q LEFT JOIN count_shards s ON s.query_id = q.query_id {} GROUP BY q.query_id"
+)
+
+
+async def current(conn: Conn, query_ids: list[str] | None = None) -> dict[str, QueryInfo]:
+    """The committed state of `query_ids` (None: every query), counts left out."""
+    if query_ids is None:
+        cursor = await conn.execute(_CURRENT.format(""))
+    else:
+        cursor = await conn.execute(_CURRENT.format("WHERE q.query_id = ANY(%s)"), (query_ids,))
+    found = {}
+    for row in await cursor.fetchall():
+        state = bare_state(row[: len(QUERY_COLUMNS)])
+        round1, round2, completed = row[len(QUERY_COLUMNS) :]
+        state.reports_per_round = [int(round1), int(round2)][: state.rounds]
+        state.completed_devices = int(completed)
+        found[state.spec.query_id] = state.snapshot()
+    return found
 
 
 async def merge_shards(conn: Conn, state: QueryState) -> None:
     """Replace a released query's counter shards by one row each (ord 0) holding `state`'s
     totals (the sums over every shard)."""
     query_id = state.spec.query_id
-    await conn.execute("DELETE FROM target_counts WHERE query_id = %s", (query_id,))
-    await conn.execute("DELETE FROM progress_counts WHERE query_id = %s", (query_id,))
+    await conn.execute("DELETE FROM count_shards WHERE query_id = %s", (query_id,))
     await add_counts(conn, state, shard=0)
 
 

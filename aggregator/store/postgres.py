@@ -8,8 +8,12 @@ Every decision that two replicas could make differently is made by the database:
   When fewer rows go in than were accepted, another replica committed one of them first: the
   whole transaction is rolled back and run again, and then sees that report (a duplicate, or
   ALREADY_EXISTS). The reply is sent only after COMMIT.
-- No hot rows: counts go to one of `SHARDS` counter rows per (query, round, target), chosen
-  at random, with INSERT ... ON CONFLICT DO UPDATE SET n = n + EXCLUDED.n; reads sum them.
+- No hot rows: counts and progress go to one of `SHARDS` counter rows per query (schema v3:
+  one row per shard holding every count as an array), chosen at random, with INSERT ... ON
+  CONFLICT DO UPDATE adding the arrays element by element; reads sum them.
+- Group commit: groups of new reports that arrive while this replica's group transactions
+  are busy share the next one (`GroupCommit`): one lock, one counter upsert and one commit
+  for all of them.
 - Single flight: advance, close and release take the query's advisory lock exclusively
   (waiting for the submissions in flight) and lock its row FOR UPDATE, then the ledger row;
   every ledger change locks the ledger row. Whichever replica receives a change, it happens
@@ -19,6 +23,8 @@ Every decision that two replicas could make differently is made by the database:
 A replica holds no report: its memory is the published snapshots (`Snapshots`: O(targets)
 per query), refreshed after its own transactions, whenever another replica announces a
 lifecycle change (LISTEN/NOTIFY), and every `refresh_s` seconds (report counts of others).
+`current_query`/`current_queries` (an operator's GetQuery and ListQueries) read the database
+instead: every report committed before the call, on any replica.
 """
 
 from __future__ import annotations
@@ -47,12 +53,13 @@ from aggregator.model import (
     ReleaseRecord,
     SubmitResult,
 )
-from aggregator.rounds import QueryState, ReportColumns
+from aggregator.rounds import Accepted, QueryState, ReportColumns
 from aggregator.store import pg_rows, pg_tokens
 from aggregator.store.base import LedgerFn, ReleaseFn
+from aggregator.store.pg_group_commit import GroupCommit
 from aggregator.store.pg_migrations import SCHEMA_NAME, SchemaTooNew, migrate
+from aggregator.store.pg_snapshots import ReplicaSnapshots
 from aggregator.store.release_codec import release_to_json
-from aggregator.store.snapshots import Snapshots
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -90,7 +97,7 @@ class DatabaseUnreachable(OSError):
         super().__init__(f"cannot use the PostgreSQL database {shown_url(url)}: {what} ({cause})")
 
 
-class PostgresStore(Snapshots):
+class PostgresStore(ReplicaSnapshots):
     def __init__(
         self,
         url: str,
@@ -100,29 +107,27 @@ class PostgresStore(Snapshots):
         refresh_s: float = 1.0,
         connect_timeout_s: float = 10.0,
         observer: CommitObserver | None = None,
+        group_flights: int | None = None,
     ) -> None:
         """`schema`: keep the tables in this schema (created if missing) instead of the
-        user's default one; several independent stores can then share one database."""
+        user's default one; several independent stores can then share one database.
+        `group_flights`: transactions of new reports running at once (default: one per pooled
+        connection); groups arriving meanwhile wait and share the next one (`GroupCommit`)."""
         if schema is not None and not SCHEMA_NAME.fullmatch(schema):
             raise ValueError(f"schema must match {SCHEMA_NAME.pattern}, got {schema!r}")
-        super().__init__()
-        self._url = url
+        connect_kwargs: dict[str, Any] = {"autocommit": True}
+        if schema is not None:
+            connect_kwargs["options"] = f"-c search_path={schema}"
+        super().__init__(url, connect_kwargs, f"ldpcollect_{schema or 'changes'}", refresh_s)
         self._schema = schema
         self._pool_size = pool_size
-        self._refresh_s = refresh_s
         self._connect_timeout_s = connect_timeout_s
         self._observer = observer
-        self._connect_kwargs: dict[str, Any] = {"autocommit": True}
-        if schema is not None:
-            self._connect_kwargs["options"] = f"-c search_path={schema}"
-        self._channel = f"ldpcollect_{schema or 'changes'}"
         self._pool: AsyncConnectionPool[Any] | None = None
         self._listener: asyncio.Task[None] | None = None
-        # Committed state as last read or written by this replica (published after changes).
-        self._states: dict[str, QueryState] = {}
-        self._release_records: dict[str, ReleaseRecord] = {}
-        self._ledger_body: str | None = None
-        self._generation = 0  # bumped by every local change, so a refresh never undoes one
+        self._group_commit = GroupCommit(
+            self._write_groups, _Raced, flights=group_flights or pool_size
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -149,6 +154,7 @@ class PostgresStore(Snapshots):
         self._listener = asyncio.create_task(self._listen(), name="postgres-refresh")
 
     async def close(self) -> None:
+        await self._group_commit.finish()
         if self._listener is not None:
             self._listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -198,12 +204,12 @@ class PostgresStore(Snapshots):
             return None
         accepted = changes.accepted[query_id]
         state.add_completed(accepted)
-        try:
-            async with self._connection() as conn:
-                stored = await pg_rows.add_new_group(conn, state, accepted)
-        except _Raced:
-            return None
+        stored = await self._group_commit.store(state, accepted)
         return (result, [state]) if stored else None
+
+    async def _write_groups(self, groups: Sequence[tuple[QueryState, Accepted]]) -> bool:
+        async with self._connection() as conn:
+            return await pg_rows.add_new_group(conn, groups)
 
     async def _admit(
         self, conn: Conn, reports: ReportColumns
@@ -326,6 +332,22 @@ class PostgresStore(Snapshots):
             return []
         return await self._run(lambda conn: pg_tokens.redeem(conn, query_id, items))
 
+    # ------------------------------------------------------------------ current reads
+
+    async def current_query(self, query_id: str) -> QueryInfo | None:
+        """The query as committed now, other replicas' reports included (one statement)."""
+        return (await self._current([query_id])).get(query_id)
+
+    async def current_queries(self) -> list[QueryInfo]:
+        found = await self._current(None)
+        return sorted(found.values(), key=lambda q: (q.created_at, q.query_id))
+
+    async def _current(self, query_ids: list[str] | None) -> dict[str, QueryInfo]:
+        if self._pool is None:
+            raise Unavailable("the store is not open")
+        async with self._connection() as conn:  # one statement, autocommit: one round trip
+            return await pg_rows.current(conn, query_ids)
+
     # ------------------------------------------------------------------ transactions
 
     async def _run(self, work: Callable[[Conn], Awaitable[T]]) -> T:
@@ -394,63 +416,3 @@ class PostgresStore(Snapshots):
     async def _notify(self, conn: Conn, query_id: str) -> None:
         """Tell the other replicas (at commit) that a query or the ledger changed."""
         await conn.execute("SELECT pg_notify(%s, %s)", (self._channel, query_id))
-
-    # ------------------------------------------------------------------ snapshots
-
-    def _add(self, delta: QueryState) -> None:
-        """Add a committed submission's deltas to the published state."""
-        state = self._states.get(delta.spec.query_id)
-        if state is None:
-            return  # not seen yet: the next refresh brings it with these reports
-        state.counts += delta.counts
-        state.reports_per_round = [
-            a + b for a, b in zip(state.reports_per_round, delta.reports_per_round, strict=True)
-        ]
-        state.completed_devices += delta.completed_devices
-        self._generation += 1
-
-    def _replace(self, state: QueryState) -> QueryInfo:
-        self._states[state.spec.query_id] = state
-        self._generation += 1
-        self._publish()
-        return state.snapshot()
-
-    def _publish(self) -> None:
-        held = {
-            query_id: 0 if s.status == QueryStatus.RELEASED else sum(s.reports_per_round)
-            for query_id, s in self._states.items()
-        }
-        self.publish(self._states.values(), self._release_records, self._ledger_body, held)
-
-    async def _refresh(self, conn: Conn) -> None:
-        """Read every query's committed state and publish it (unless a local change
-        landed meanwhile: then read again)."""
-        for _ in range(_ATTEMPTS):
-            generation = self._generation
-            async with conn.transaction():
-                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                states = await pg_rows.all_states(conn)
-                releases = await pg_rows.new_releases(conn, list(self._release_records))
-                ledger = await pg_rows.ledger_body(conn)
-            if generation == self._generation:
-                self._states = states
-                self._release_records.update(releases)
-                self._ledger_body = ledger
-                self._publish()
-                return
-
-    async def _listen(self) -> None:
-        """Refresh on every change another replica announces, and every `refresh_s`."""
-        while True:
-            try:
-                async with await psycopg.AsyncConnection.connect(
-                    self._url, **self._connect_kwargs
-                ) as conn:
-                    await conn.execute(f"LISTEN {self._channel}")
-                    while True:
-                        async for _ in conn.notifies(timeout=self._refresh_s, stop_after=1):
-                            pass
-                        await self._refresh(conn)
-            except psycopg.Error as exc:
-                log.warning("refreshing from the database failed (retrying): %s", exc)
-                await asyncio.sleep(self._refresh_s)

@@ -51,6 +51,13 @@ class Snapshots:
     def query(self, query_id: str) -> QueryInfo | None:
         return self._queries.get(query_id)
 
+    async def current_query(self, query_id: str) -> QueryInfo | None:
+        """`query`: a store whose process makes every change publishes each at its commit."""
+        return self.query(query_id)
+
+    async def current_queries(self) -> list[QueryInfo]:
+        return self.queries()
+
     def release_of(self, query_id: str) -> ReleaseRecord | None:
         return self._releases.get(query_id)
 

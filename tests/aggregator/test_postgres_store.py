@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from aggregator.errors import AlreadyExists, FailedPrecondition, Unavailable
-from aggregator.model import QueryInfo, Redemption, ReleaseRecord
+from aggregator.model import QueryInfo, QueryStatus, Redemption, ReleaseRecord
 from aggregator.rounds import ReportColumns
 from aggregator.store.pg_migrations import migrations
 from aggregator.store.postgres import DatabaseUnreachable, PostgresStore
@@ -102,7 +102,7 @@ async def test_a_release_requested_on_two_replicas_at_once_is_charged_once(
     async with await psycopg.AsyncConnection.connect(a._url) as conn:
         await conn.execute(f"SET search_path TO {a._schema}")
         reports = await (await conn.execute("SELECT count(*) FROM reports")).fetchone()
-        shards = await (await conn.execute("SELECT DISTINCT ord FROM target_counts")).fetchall()
+        shards = await (await conn.execute("SELECT DISTINCT ord FROM count_shards")).fetchall()
     assert reports == (0,) and shards == [(0,)]
 
 
@@ -245,3 +245,32 @@ async def test_dropped_database_connections_are_unavailable_then_a_retry_counts_
         assert (await store.release("q", _release_counting)).participants == 100
     finally:
         await store.close()
+
+
+async def test_current_reads_show_another_replicas_reports_at_once(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    schema = schema_for(tmp_path)
+    # Refreshing once a minute: the snapshots stay behind for the whole test.
+    a, b = (PostgresStore(postgres_url, schema=schema, refresh_s=60) for _ in range(2))
+    await a.open()
+    await b.open()
+    try:
+        await a.create_query(spec("q", RR), 0.0)
+        await a.create_query(spec("r", SP), 1.0)
+        await a.submit(ReportColumns.of(rr_run(0, 30, 8)))
+        seen = await b.current_query("q")
+        assert seen is not None and seen.reports_per_round == (30,)
+        assert seen.completed_devices == 30
+        listed = await b.current_queries()
+        assert [(q.query_id, q.reports_per_round) for q in listed] == [
+            ("q", (30,)),
+            ("r", (0, 0)),
+        ]
+        assert await b.current_query("missing") is None
+        await a.close_query("q")
+        closed = await b.current_query("q")
+        assert closed is not None and closed.status == QueryStatus.CLOSED
+    finally:
+        await a.close()
+        await b.close()

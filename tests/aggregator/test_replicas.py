@@ -192,6 +192,9 @@ def test_the_fleet_command_answers_both_rounds_through_three_replicas(
     run = ("fleet", "run", "--query", "sp", "--devices", "600", "--advance", "--no-progress")
     done = json.loads(run_cli(TOKEN, *run, "--json", server=server).stdout)
     assert [r["accepted"] for r in done["rounds"]] == [600, 600]
+    # An operator's GetQuery reads the database: every replica shows them all at once.
+    for address in addresses:
+        assert asyncio.run(_admin_completed_devices(address, "sp")) == 600
     # Every replica's snapshot comes to show all of them (another replica's reports arrive
     # with its next refresh).
     for address in addresses:
@@ -207,6 +210,15 @@ async def _reports_in_round_1(address: str, query_id: str, until: int) -> int:
                 break
             await asyncio.sleep(0.02)
         return int(query.reports_per_round[0])
+
+
+async def _admin_completed_devices(address: str, query_id: str) -> int:
+    async with open_aio_channel(address) as channel:
+        query = await pb_grpc.AdminStub(channel).GetQuery(
+            pb.GetQueryRequest(query_id=query_id),
+            metadata=(("authorization", f"Bearer {TOKEN}"),),
+        )
+        return int(query.completed_devices)
 
 
 async def _completed_devices(address: str, query_id: str, until: int) -> int:
