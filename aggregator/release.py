@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -48,6 +49,11 @@ if TYPE_CHECKING:
 
 # `ldpcollect.accounting` (and the SciPy it needs) is imported on first use, not at start:
 # it is most of a server's start-up time, and a restart should not wait for it.
+
+
+def accounting_loaded() -> bool:
+    """Whether the claims code is imported already (computing claims is then about 0.2 s)."""
+    return "ldpcollect.accounting.release_cost" in sys.modules
 
 
 def _new_ledger() -> PrivacyLedger:
@@ -130,15 +136,21 @@ NO_PRIVACY_NOTE = (
 
 
 class ReleaseAccounting:
-    """Claims for a query (cached: they depend only on the query and the delta) and noise."""
+    """Claims for a query (cached: they depend only on the query and the delta) and noise.
+
+    Claims of one key are computed once even when asked for by several threads at a time (a
+    release arriving while `Releaser.prepare` runs in the background waits for it).
+    """
 
     def __init__(self) -> None:
         self._cache: dict[_ClaimKey, tuple[PrivacyClaim, ...]] = {}
+        self._computing: dict[_ClaimKey, threading.Lock] = {}
         self._lock = threading.Lock()
 
-    def claims(self, query: QueryInfo, delta: float) -> list[PrivacyClaim]:
+    @staticmethod
+    def _key(query: QueryInfo, delta: float) -> _ClaimKey:
         spec = query.spec
-        key: _ClaimKey = (
+        return (
             spec.mechanism.name,
             tuple(sorted(spec.mechanism.params().items())),
             len(spec.targets),
@@ -146,6 +158,25 @@ class ReleaseAccounting:
             delta,
             spec.min_reports,
         )
+
+    def cached(self, query: QueryInfo, delta: float) -> bool:
+        """Whether the claims of `query` at `delta` are ready."""
+        with self._lock:
+            return self._key(query, delta) in self._cache
+
+    def claims(self, query: QueryInfo, delta: float) -> list[PrivacyClaim]:
+        key = self._key(query, delta)
+        with self._lock:
+            cached = self._cache.get(key)
+            computing = self._computing.setdefault(key, threading.Lock())
+        if cached is None:
+            with computing:
+                cached = self._computed(query, delta, key)
+        return list(cached)
+
+    def _computed(self, query: QueryInfo, delta: float, key: _ClaimKey) -> tuple[PrivacyClaim, ...]:
+        """The claims of `key`: cached by another thread meanwhile, or computed now."""
+        spec = query.spec
         with self._lock:
             cached = self._cache.get(key)
         if cached is None:
@@ -173,8 +204,9 @@ class ReleaseAccounting:
             with self._lock:
                 if len(self._cache) > 256:
                     self._cache.clear()
+                    self._computing.clear()  # a computation under way just ends uncached
                 self._cache[key] = cached
-        return list(cached)
+        return cached
 
     def noise(self, sigma: Fraction, shape: tuple[int, ...]) -> tuple[Counts, float]:
         """Exact discrete Gaussian integers of that shape and their per-count variance."""

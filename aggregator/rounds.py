@@ -39,6 +39,7 @@ from aggregator.model import (
     QueryStatus,
     ReportIn,
 )
+from ldpcollect.bits import column_sums
 from ldpcollect.wire import REPORT_KEY_BYTES
 
 Counts = npt.NDArray[np.int64]
@@ -445,22 +446,3 @@ class QueryState:
             devices.clear()
         self.round1_answers.clear()
         self.held.clear()
-
-
-def column_sums(packed: bytes, n_rows: int, n_bits: int) -> Counts:
-    """Per bit position, how many of `n_rows` packed rows have it set.
-
-    Unpacks a bounded number of rows at a time (about 4 MiB of bits), so a large group of
-    reports with many targets never materializes all its bits at once.
-    """
-    row_bytes = (n_bits + 7) // 8
-    rows = np.frombuffer(packed, dtype=np.uint8).reshape(n_rows, row_bytes)
-    step = max(1, _UNPACK_BITS // max(n_bits, 1))
-    total = np.zeros(n_bits, dtype=np.int64)
-    for start in range(0, n_rows, step):
-        bits = np.unpackbits(rows[start : start + step], axis=1, count=n_bits)
-        total += bits.sum(axis=0, dtype=np.int64)
-    return total
-
-
-_UNPACK_BITS = 1 << 22

@@ -4,9 +4,11 @@ Starts `ldpcollect serve` on a fresh file and, for each count in `--reports`, cr
 randomized-response query over `--targets` targets (with discrete Gaussian release noise
 `--noise-sigma`, 0 for none), pushes that many reports through SubmitBatch, closes it and times
 the Release RPC from this process (claims, noise, estimates, the stored record, the reply; the
-reports are deleted just after). `ratio` is each release's time over the second one's, measured
-in the same run (the first also computes the privacy claims of these query parameters, which
-are cached after): 1.0 when release time is flat in the reports held.
+reports are deleted in the same transaction). `ratio` is each release's time over the second
+one's, measured in the same run: 1.0 when release time is flat in the reports held. The first
+release is the first of these query parameters: its privacy claims are computed in the
+background from CreateQuery on (while the reports are sent), or, by an aggregator without
+that, during the release itself; later ones find them cached.
 
     python -m bench.release [--targets 65536] [--reports 1000,1000,20000] [--noise-sigma 2]
                             [--json]

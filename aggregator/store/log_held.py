@@ -4,7 +4,8 @@ Only a repeated report id needs its held report back, so the store keeps, per qu
 each log row's reports start (a few numbers per commit group, not per report) and reads the
 one report's pseudonym and answers with `substr` when asked. Reports accepted since the last
 flush are not in the log yet: they stay in memory until the store writes them and calls
-`written`.
+`written`. Rows encrypted under the query's key (`report_cipher`) are decrypted here: the
+report's bytes alone, at their place in the row's keystream.
 """
 
 from __future__ import annotations
@@ -14,17 +15,29 @@ import sqlite3
 from collections.abc import Callable
 
 from aggregator.held import HeldReport, InMemoryHeld, run_report
+from aggregator.store.report_cipher import ReportCipher
+from aggregator.store.rows import LogRow
 from ldpcollect.wire import REPORT_KEY_BYTES
 
-_FETCH = "SELECT round, substr(pseudonyms, ?, ?), substr(answers, ?, ?) FROM reports WHERE seq = ?"
+_FETCH = (
+    "SELECT round, n, nonce, substr(pseudonyms, ?, ?), substr(answers, ?, ?) FROM reports "
+    "WHERE seq = ?"
+)
 
 
 class LogHeld:
     """A query's held reports: log rows by `seq`, plus those not yet written."""
 
-    def __init__(self, answer_bytes: int, connection: Callable[[], sqlite3.Connection]) -> None:
+    def __init__(
+        self,
+        answer_bytes: int,
+        connection: Callable[[], sqlite3.Connection],
+        cipher: ReportCipher | None = None,
+    ) -> None:
+        """`cipher`: the query's key, with which its new rows are written (None: in clear)."""
         self._width = answer_bytes
         self._connection = connection
+        self.cipher = cipher
         self._firsts: list[int] = []  # ordinal of each written row's first report
         self._seqs: list[int] = []
         self._written = 0  # reports in written rows
@@ -35,6 +48,29 @@ class LogHeld:
 
     def hold(self, round_: int, n: int, pseudonyms: bytes, answers: bytes) -> None:
         self._pending.hold(round_, n, pseudonyms, answers)
+
+    def sealed(self, row: LogRow) -> LogRow:
+        """`row` as it is written: encrypted when the query has a key."""
+        if self.cipher is None:
+            return row
+        nonce, (ids, pseudonyms, answers) = self.cipher.seal(
+            row.report_ids, row.pseudonyms, row.answers
+        )
+        return row._replace(report_ids=ids, pseudonyms=pseudonyms, answers=answers, nonce=nonce)
+
+    def opened(self, row: LogRow, *, answers: bool = True) -> LogRow:
+        """A row read back, in clear (`answers=False`: its answers were not read)."""
+        if row.nonce is None:
+            return row
+        if self.cipher is None:
+            raise RuntimeError("report log row is encrypted but its query has no key")
+        if not answers:
+            ids, pseudonyms = self.cipher.open(row.nonce, row.report_ids, row.pseudonyms)
+            return row._replace(report_ids=ids, pseudonyms=pseudonyms)
+        ids, pseudonyms, clear = self.cipher.open(
+            row.nonce, row.report_ids, row.pseudonyms, row.answers
+        )
+        return row._replace(report_ids=ids, pseudonyms=pseudonyms, answers=clear)
 
     def written(self, seq: int) -> None:
         """The reports held since the last call are now the log row `seq` (one round)."""
@@ -61,8 +97,15 @@ class LogHeld:
         )
         if found is None:
             raise RuntimeError(f"report log row {self._seqs[row]} is indexed but missing")
-        round_, pseudonym, answers = found
-        return run_report(int(round_), bytes(pseudonym), bytes(answers), 0, w)
+        round_, n, nonce, pseudonym, answers = found
+        pseudonym, answers = bytes(pseudonym), bytes(answers)
+        if nonce is not None:
+            if self.cipher is None:
+                raise RuntimeError("report log row is encrypted but its query has no key")
+            # The row's stream: n report ids, n pseudonyms, then n answers.
+            pseudonym = self.cipher.open_at(nonce, (n + i) * k, pseudonym)
+            answers = self.cipher.open_at(nonce, 2 * n * k + i * w, answers)
+        return run_report(int(round_), pseudonym, answers, 0, w)
 
     def truncate(self, n: int) -> None:
         if n >= self._written:

@@ -131,6 +131,9 @@ class LogRow(NamedTuple):
     report_ids: bytes  # n x 16 bytes
     pseudonyms: bytes  # n x 16 bytes
     answers: bytes  # n x ceil(targets / 8) bytes
+    # The row's initial AES-CTR counter block when its columns are encrypted
+    # (`aggregator.store.report_cipher`); None: stored in clear.
+    nonce: bytes | None = None
 
     @classmethod
     def of(cls, query_id: str, accepted: Accepted) -> LogRow:

@@ -61,6 +61,8 @@ from aggregator.store import spent_tokens
 from aggregator.store.base import LedgerFn, ReleaseFn
 from aggregator.store.log_held import LogHeld
 from aggregator.store.release_codec import release_from_json, release_to_json
+from aggregator.store.report_cipher import ReportCipher
+from aggregator.store.report_keys import erase_reports, load_keys, record_key
 from aggregator.store.rows import PROGRESS_COLUMNS, LogRow, QueryRow, progress_values
 from aggregator.store.single_writer import DatabaseInUse, WriterLock
 from aggregator.store.snapshots import Snapshots
@@ -68,6 +70,7 @@ from aggregator.store.sqlite_file import (
     INSERT_LOG,
     SCHEMA,
     DatabaseUnusable,
+    add_report_nonces,
     create_private,
     migrate_legacy_reports,
     storage_error,
@@ -177,6 +180,7 @@ class SqliteStore(Snapshots):
         migrate_legacy_reports(conn, self._path)
         for statement in SCHEMA:
             conn.execute(statement)
+        add_report_nonces(conn)
         self._load()
         # Old log frames may still hold deleted reports (e.g. a kill right after a release).
         self._checkpoint()
@@ -205,8 +209,10 @@ class SqliteStore(Snapshots):
         def run(changes: PendingChanges) -> QueryInfo:
             if spec.query_id in self._states:
                 raise lifecycle.duplicate_query(spec.query_id)
-            state = self._attach(QueryState.new(spec, created_at))
+            cipher = ReportCipher.new()
+            state = self._attach(QueryState.new(spec, created_at), cipher)
             self._sql().execute(_INSERT_QUERY, QueryRow.of(state))
+            record_key(self._sql(), spec.query_id, cipher)
             spent_tokens.record_token_issuer(self._sql(), spec.query_id, spec.token_issuer)
             self._states[spec.query_id] = state
             changes.created.add(spec.query_id)
@@ -248,7 +254,7 @@ class SqliteStore(Snapshots):
             )
             if ledger_body is not None:
                 self._write_ledger(ledger_body)
-            conn.execute("DELETE FROM reports WHERE query_id = ?", (query_id,))
+            erase_reports(conn, query_id, encrypted=self._held[query_id].cipher is not None)
             spent_tokens.forget(conn, query_id)
             self._release_records[query_id] = record
             self._report_counts[query_id] = 0
@@ -458,18 +464,20 @@ class SqliteStore(Snapshots):
         for query_id, accepted in changes.accepted.items():
             if accepted.count == 0:
                 continue
-            seq = conn.execute(INSERT_LOG, LogRow.of(query_id, accepted)).lastrowid
+            held = self._held[query_id]
+            seq = conn.execute(INSERT_LOG, held.sealed(LogRow.of(query_id, accepted))).lastrowid
             assert seq is not None
             state = self._states[query_id]
-            self._held[query_id].written(seq)
+            held.written(seq)
             state.add_completed(accepted)
             self._report_counts[query_id] = self._report_counts.get(query_id, 0) + accepted.count
             changes.report_count += accepted.count
         changes.accepted.clear()
 
-    def _attach(self, state: QueryState) -> QueryState:
-        """Let `state` find its held reports in the log rather than keep them in memory."""
-        held = LogHeld(state.answer_bytes, self._sql)
+    def _attach(self, state: QueryState, cipher: ReportCipher | None) -> QueryState:
+        """Let `state` find its held reports in the log rather than keep them in memory
+        (`cipher`: the query's report key, None for a query whose rows are in clear)."""
+        held = LogHeld(state.answer_bytes, self._sql, cipher)
         state.held = self._held[state.spec.query_id] = held
         return state
 
@@ -492,12 +500,13 @@ class SqliteStore(Snapshots):
         answers = "answers" if state.keeps_round1_answers else "NULL"
         held = self._held[state.spec.query_id]
         entries: list[LogEntry] = []
-        for seq, round_, n, report_ids, pseudonyms, packed in self._sql().execute(
-            f"SELECT seq, round, n, report_ids, pseudonyms, {answers} FROM reports "
+        for seq, round_, n, nonce, report_ids, pseudonyms, packed in self._sql().execute(
+            f"SELECT seq, round, n, nonce, report_ids, pseudonyms, {answers} FROM reports "
             "WHERE query_id = ? ORDER BY seq",
             (state.spec.query_id,),
         ):
-            row = LogRow(state.spec.query_id, round_, n, report_ids, pseudonyms, packed or b"")
+            row = LogRow(state.spec.query_id, round_, n, report_ids, pseudonyms, packed, nonce)
+            row = held.opened(row, answers=packed is not None)
             if packed is None:
                 row = row._replace(answers=b"\0" * (n * state.answer_bytes))
             entries.append(row.entry(state))
@@ -516,11 +525,12 @@ class SqliteStore(Snapshots):
             args = tuple(sorted(only))
         else:
             self._states = {}
+        keys = load_keys(conn)
         for values in conn.execute(
             f"SELECT {', '.join(QueryRow._fields)} FROM queries{where}", args
         ):
             row = QueryRow(*values)
-            self._states[row.query_id] = self._attach(row.to_state())
+            self._states[row.query_id] = self._attach(row.to_state(), keys.get(row.query_id))
         for query_id, issuer in spent_tokens.token_issuers(conn).items():
             if query_id in self._states and (only is None or query_id in only):
                 state = self._states[query_id]

@@ -39,6 +39,15 @@ INSERT_LOG = (
     f"INSERT INTO reports ({', '.join(LogRow._fields)}) "
     f"VALUES ({', '.join('?' * len(LogRow._fields))})"
 )
+
+
+def add_report_nonces(conn: sqlite3.Connection) -> None:
+    """Give a report log made before rows were encrypted its `nonce` column (NULL: clear)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(reports)")}
+    if "nonce" not in columns:
+        conn.execute("ALTER TABLE reports ADD COLUMN nonce BLOB")
+
+
 # Before the report log (schema version 1), reports were stored one row each; such a file is
 # converted in place when opened.
 LEGACY_REPORT_COLUMNS = {"query_id", "report_id", "pseudonym", "round", "answers"}

@@ -24,6 +24,7 @@ import pytest
 from aggregator.errors import AlreadyExists, StorageFailure, Unavailable
 from aggregator.model import QueryStatus, ReportIn
 from aggregator.rounds import ReportColumns
+from aggregator.store.report_cipher import ReportCipher
 from aggregator.store.sqlite import SqliteStore
 from tests.aggregator.store_contract import (
     N_TARGETS,
@@ -42,12 +43,18 @@ class TestSqliteStore(StoreContract):
 
 
 def _log_sums(db: Path) -> tuple[int, list[int], set[bytes]]:
-    """Reports, per-target Yes counts and report ids in the log, read with plain SQL."""
+    """Reports, per-target Yes counts and report ids in the log, read with plain SQL and
+    decrypted with the query's key."""
     ids: set[bytes] = set()
     total = 0
     counts = np.zeros(N_TARGETS, dtype=np.int64)
     with closing(sqlite3.connect(db)) as conn, conn:
-        for n, report_ids, answers in conn.execute("SELECT n, report_ids, answers FROM reports"):
+        keys = dict(conn.execute("SELECT query_id, key FROM report_keys"))
+        for query_id, nonce, n, report_ids, pseudonyms, answers in conn.execute(
+            "SELECT query_id, nonce, n, report_ids, pseudonyms, answers FROM reports"
+        ):
+            cipher = ReportCipher(keys[query_id])
+            report_ids, _, answers = cipher.open(nonce, report_ids, pseudonyms, answers)
             total += n
             ids.update(report_ids[i : i + 16] for i in range(0, 16 * n, 16))
             packed = np.frombuffer(answers, dtype=np.uint8).reshape(n, 2)

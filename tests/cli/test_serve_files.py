@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import random
 import signal
+import sqlite3
 import stat
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import grpc
@@ -133,6 +134,11 @@ def test_after_a_release_and_a_kill_no_report_bytes_remain_in_any_file(tmp_path:
             )
             collector.SubmitReport(pb.SubmitReportRequest(report=report))
         admin.CloseQuery(pb.CloseQueryRequest(query_id="gone"), metadata=ADMIN)
+        # The key the reports are encrypted under: a release must leave it nowhere either.
+        with closing(sqlite3.connect(db)) as reader:
+            (key,) = reader.execute(
+                "SELECT key FROM report_keys WHERE query_id = 'gone'"
+            ).fetchone()
         release = admin.Release(pb.ReleaseRequest(query_id="gone"), metadata=ADMIN)
         assert release.participants == n_devices
         os.kill(proc.pid, signal.SIGKILL)
@@ -145,6 +151,7 @@ def test_after_a_release_and_a_kill_no_report_bytes_remain_in_any_file(tmp_path:
     contents = b"".join(path.read_bytes() for path in files)
     left = [key.hex() for key in pseudonyms + report_ids if key in contents]
     assert not left, f"{len(left)} pseudonyms or report ids left in {[p.name for p in files]}"
+    assert len(key) == 32 and key not in contents
 
 
 def test_reflection_lists_the_admin_service_only_with_the_flag(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ldpcollect import bits
@@ -45,3 +45,18 @@ def test_nonzero_padding_is_rejected(n: int, data: st.DataObject) -> None:
 def test_packed_length_rejects_negative() -> None:
     with pytest.raises(ParameterError):
         bits.packed_length(-1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 700), st.sampled_from([1, 7, 8, 95 * 8, 1001, 1024, 10_000]), st.data())
+def test_column_sums_count_each_bit_of_every_row(
+    n_rows: int, n_bits: int, data: st.DataObject
+) -> None:
+    # Widths on both sides of the wide-row threshold, rows on both sides of 255 (lane carry).
+    seed = data.draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    matrix = rng.integers(0, 2, size=(n_rows, n_bits), dtype=np.uint8)
+    if n_rows:
+        matrix[: min(n_rows, 300)] = 1  # all-ones rows: the largest count a lane can hold
+    packed = np.packbits(matrix, axis=1).tobytes()
+    assert bits.column_sums(packed, n_rows, n_bits).tolist() == matrix.sum(axis=0).tolist()

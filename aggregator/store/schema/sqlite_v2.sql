@@ -36,9 +36,21 @@ CREATE TABLE IF NOT EXISTS reports (  -- append-only report log: one row per que
     query_id   TEXT NOT NULL,
     round      INTEGER NOT NULL,
     n          INTEGER NOT NULL,       -- reports in this row
+    nonce      BLOB,                   -- AES-CTR initial counter block of the row, whose three
+                                       -- columns are then encrypted under the query's key in
+                                       -- report_keys; NULL: stored in clear. Before the blobs,
+                                       -- so reading it does not walk their overflow pages (a
+                                       -- file from before gets it last, by ALTER TABLE).
     report_ids BLOB NOT NULL,          -- n x 16 bytes
     pseudonyms BLOB NOT NULL,          -- n x 16 bytes
     answers    BLOB NOT NULL           -- n x ceil(targets / 8) bytes
 );
 
 CREATE INDEX IF NOT EXISTS reports_by_query ON reports (query_id);
+
+-- One random AES-256 key per query whose report log rows are encrypted (report_cipher.py).
+-- A release deletes (overwrites) the key, which leaves the rows unreadable at once.
+CREATE TABLE IF NOT EXISTS report_keys (
+    query_id TEXT PRIMARY KEY,
+    key      BLOB NOT NULL
+);
