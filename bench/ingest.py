@@ -5,7 +5,9 @@ same paths (unary, client stream, batch, and batches mixing 4 queries) from this
 one run: each repetition runs every path on the bare server and then on the aggregator, so the
 ratio holds however fast (or busy) the machine is today; rows keep the medians. After each
 aggregator run the benchmark checks that the aggregator counted every acknowledged report
-(nothing acknowledged is lost). Mixed-query batches are also compared with the aggregator's
+(nothing acknowledged is lost). Each run also reads the CPU time each server process used
+(/proc), shown as CPU microseconds per acknowledged report: a figure the machine's load moves
+far less than reports per second. Mixed-query batches are also compared with the aggregator's
 own single-query batches (`mixed_over_single`).
 
     python -m bench.ingest [--reports N] [--targets 100] [--repeat 3] [--modes batch,...]
@@ -19,6 +21,7 @@ import asyncio
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,10 +52,24 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of one process so far (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
 @contextmanager
-def process(args: list[str], port: int, code: Path | None = None) -> Iterator[str]:
+def process(
+    args: list[str], port: int, code: Path | None = None, pids: list[int] | None = None
+) -> Iterator[str]:
     """Start a server process and yield its address once it accepts connections (`code`: run
-    it from that checkout instead, for before/after figures)."""
+    it from that checkout instead, for before/after figures; `pids`: its pid is appended)."""
     env = dict(os.environ)
     if code is not None:
         env["PYTHONPATH"] = str(code)
@@ -61,6 +78,8 @@ def process(args: list[str], port: int, code: Path | None = None) -> Iterator[st
         args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=code
     )
     target = f"127.0.0.1:{port}"
+    if pids is not None:
+        pids.append(proc.pid)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -125,6 +144,8 @@ class Row:
     aggregator: LoadResult
     counted: int  # the least counted over the repetitions (each has the same reports)
     runs: list[LoadResult]
+    bare_cpu_us: float  # median server CPU microseconds per acknowledged report
+    aggregator_cpu_us: float
 
     def to_json(self) -> dict[str, object]:
         def one(r: LoadResult) -> dict[str, object]:
@@ -147,6 +168,10 @@ class Row:
             "aggregator_runs_reports_per_second": [
                 round(r.reports_per_second, 1) for r in self.runs
             ],
+            "server_cpu_us_per_report": {
+                "bare": round(self.bare_cpu_us, 3),
+                "aggregator": round(self.aggregator_cpu_us, 3),
+            },
         }
 
 
@@ -195,6 +220,8 @@ async def run(args: argparse.Namespace) -> list[Row]:
     bare: dict[str, list[LoadResult]] = {m: [] for m in modes}
     aggregated: dict[str, list[LoadResult]] = {m: [] for m in modes}
     counts: dict[str, list[int]] = {m: [] for m in modes}
+    cpu: dict[str, list[float]] = {f"{who} {m}": [] for m in modes for who in ("bare", "agg")}
+    pids: list[int] = []
     with tempfile.TemporaryDirectory() as tmp:
         bare_port, port = free_port(), free_port()
         bare_args = [sys.executable, "-m", "bench.bare_server", "--port", str(bare_port)]
@@ -210,28 +237,49 @@ async def run(args: argparse.Namespace) -> list[Row]:
             "--admin-token",
             ADMIN_TOKEN,
         ]
-        aggregator = process(serve, port, args.server_code)
-        with process(bare_args, bare_port) as bare_t, aggregator as agg_t:
+        aggregator = process(serve, port, args.server_code, pids)
+        with process(bare_args, bare_port, pids=pids) as bare_t, aggregator as agg_t:
+            bare_pid, agg_pid = pids  # entered in this order
             for rep in range(args.repeat):
                 for mode in modes:
                     reports = reports_for(mode, rep, args)
                     load_mode = "batch" if mode == MIXED else mode
+                    before = cpu_seconds(bare_pid)
                     bare[mode].append(
                         await measure(bare_t, load_mode, reports, args, f"bare {mode}")
                     )
+                    cpu[f"bare {mode}"].append(
+                        _us_per_report(cpu_seconds(bare_pid) - before, bare[mode][-1])
+                    )
                     for query_id in query_ids(mode, rep):
                         await create_query(agg_t, query_id, args.targets)
+                    before = cpu_seconds(agg_pid)
                     aggregated[mode].append(
                         await measure(agg_t, load_mode, reports, args, f"aggregator {mode}")
+                    )
+                    cpu[f"agg {mode}"].append(
+                        _us_per_report(cpu_seconds(agg_pid) - before, aggregated[mode][-1])
                     )
                     counted_now = 0
                     for query_id in query_ids(mode, rep):
                         counted_now += await counted(agg_t, query_id)
                     counts[mode].append(counted_now)
     return [
-        Row(m, _median(bare[m]), _median(aggregated[m]), min(counts[m]), aggregated[m])
+        Row(
+            m,
+            _median(bare[m]),
+            _median(aggregated[m]),
+            min(counts[m]),
+            aggregated[m],
+            statistics.median(cpu[f"bare {m}"]),
+            statistics.median(cpu[f"agg {m}"]),
+        )
         for m in modes
     ]
+
+
+def _us_per_report(seconds: float, result: LoadResult) -> float:
+    return seconds * 1e6 / max(1, result.acknowledged)
 
 
 def _median(results: list[LoadResult]) -> LoadResult:
@@ -343,6 +391,8 @@ def main() -> None:
         "ratio",
         "agg p50 ms",
         "agg p99 ms",
+        "bare CPU us/report",
+        "agg CPU us/report",
         "lost",
     ):
         table.add_column(col, justify="right")
@@ -356,6 +406,8 @@ def main() -> None:
             f"{j['ratio']:.2f}",
             f"{r.aggregator.latency_ms(0.5):.1f}",
             f"{r.aggregator.latency_ms(0.99):.1f}",
+            f"{r.bare_cpu_us:.2f}",
+            f"{r.aggregator_cpu_us:.2f}",
             str(j["lost"]),
         )
     Console(width=120).print(table)
