@@ -283,7 +283,8 @@ class KeyIndex:
         high = run.high
         if ((run.hi[1:] & high) == (run.hi[:-1] & high)).any() and len(set(keys)) != len(keys):
             return None
-        if not self._tail.keys().isdisjoint(keys):
+        # (`isdisjoint` hashes every key even against an empty tail: skip it then.)
+        if self._tail and not self._tail.keys().isdisjoint(keys):
             return None
         if self._runs:
             # Only the keys the filter cannot rule out are searched (still in bucket order).
