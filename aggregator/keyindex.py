@@ -6,16 +6,22 @@ add one at a time), and when the tail fills it becomes an immutable sorted run o
 columns; runs of similar size merge (like a binary counter), so there are at most about
 log2(keys / tail) runs, each searched with `searchsorted`.
 
-A run is ordered by (most of) the key's first 8 bytes (`hi`) only, and every lookup compares
-the whole key: it scans every entry of the probe's bucket and checks both halves. Two
-different keys that share their first 8 bytes (a 64-bit collision, made on purpose or not) are
-two entries and are never confused.
+A run is ordered by a keyed mix of the whole key (`hi`, a bijection of the key's first 8
+bytes for each value of its last 8, `lo`, under a secret drawn at process start), and every
+lookup compares the whole key: it scans every entry of the probe's bucket and checks both
+halves. Two different keys that fall in one bucket are two entries and are never confused;
+the secret keeps a client from choosing report ids or pseudonyms that crowd one bucket (keys
+sharing their first bytes would otherwise all land in one and make every lookup scan it).
+The mix is MurmurHash3's finalizer, not a cryptographic function: it spreads keys a client
+cannot see the order of, which is all a bucket needs. Runs live in memory only and are
+rebuilt at every start, so the secret never needs to be stored.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -112,11 +118,11 @@ class _Run:
     @classmethod
     def of_packed(cls, packed: bytes, first_value: int) -> _Run:
         """The keys packed in `packed`, with values first_value, first_value + 1, ..."""
-        words = np.frombuffer(packed, dtype="<u8").reshape(-1, 2)
+        words = _words(packed)
         order = _bucket_order(words[:, 0])
         # One gather of whole 16-byte keys (as complex128 items, a type `take` moves fast):
         # half the cache misses of gathering each half.
-        whole = np.frombuffer(packed, dtype=np.complex128).take(order)
+        whole = words.view(np.complex128).reshape(-1).take(order)
         rows = whole.view("<u8").reshape(-1, 2)
         values = (order + first_value).astype(np.uint32)
         return cls(
@@ -199,10 +205,51 @@ def _bucket_order(hi: U64) -> npt.NDArray[np.intp]:
     return (keyed & ~high).view(np.intp)
 
 
+# The process's secret for `_keyed` (see the module docstring).
+_SECRET = np.frombuffer(os.urandom(16), dtype="<u8")
+_MIX_A = np.uint64(0xFF51AFD7ED558CCD)
+_MIX_B = np.uint64(0xC4CEB9FE1A85EC53)
+_MIX_SHIFT = np.uint64(33)
+
+
+def _mix_in_place(x: U64, scratch: U64) -> None:
+    """MurmurHash3's 64-bit finalizer, in place: a bijection whose every output bit depends on
+    every input bit (uint64 arithmetic wraps, as the finalizer intends)."""
+    for multiplier in (_MIX_A, _MIX_B):
+        np.right_shift(x, _MIX_SHIFT, out=scratch)
+        x ^= scratch
+        x *= multiplier
+    np.right_shift(x, _MIX_SHIFT, out=scratch)
+    x ^= scratch
+
+
+def _keyed(first: U64, lo: U64) -> U64:
+    """`hi` of each key: mix(first ^ mix(lo ^ s0) ^ s1), a bijection of `first` for each `lo`,
+    so (`hi`, `lo`) still names exactly one key."""
+    hi: U64 = lo ^ _SECRET[0]
+    scratch = np.empty_like(hi)
+    _mix_in_place(hi, scratch)
+    hi ^= first
+    hi ^= _SECRET[1]
+    _mix_in_place(hi, scratch)
+    return hi
+
+
+def _words(packed: bytes) -> npt.NDArray[np.uint64]:
+    """Each 16-byte key packed in `packed` as a row (`hi`, `lo`): see `halves`."""
+    raw = np.frombuffer(packed, dtype="<u8").reshape(-1, 2)
+    words = np.empty_like(raw)
+    words[:, 1] = raw[:, 1]
+    words[:, 0] = _keyed(raw[:, 0], raw[:, 1])
+    return words
+
+
 def halves(packed: bytes) -> tuple[U64, U64]:
-    """The (first 8 bytes, last 8 bytes) of each 16-byte key packed in `packed`, as uint64."""
-    words = np.frombuffer(packed, dtype="<u8").reshape(-1, 2)
-    return np.ascontiguousarray(words[:, 0]), np.ascontiguousarray(words[:, 1])
+    """(`hi`, `lo`) of each 16-byte key packed in `packed`, as uint64: `lo` is the key's last
+    8 bytes, `hi` a keyed mix of the whole key (`_keyed`)."""
+    raw = np.frombuffer(packed, dtype="<u8").reshape(-1, 2)
+    lo = np.ascontiguousarray(raw[:, 1])
+    return _keyed(raw[:, 0], lo), lo
 
 
 class KeyIndex:
@@ -233,8 +280,8 @@ class KeyIndex:
         value = self._tail.get(key)
         if value is not None or not self._runs:
             return value
-        hi = np.uint64(int.from_bytes(key[:8], "little"))
-        lo = np.uint64(int.from_bytes(key[8:], "little"))
+        his, los = halves(key)
+        hi, lo = his[0], los[0]
         for run in self._runs:
             probe = hi & run.high
             at = int(run.hi.searchsorted(probe))
