@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aggregator.keyindex import KeyIndex, halves
+from aggregator.keyindex import KeyIndex, _keyed_key, halves
 
 # Keys from a small pool whose first 8 bytes collide a lot (64-bit collisions on purpose).
 HIS = [0, 1, 2**63, 2**64 - 1]
@@ -118,3 +118,11 @@ def test_keys_chosen_to_share_a_bucket_are_spread_by_the_keyed_mix() -> None:
     assert [index.get(same_first[16 * i : 16 * i + 16]) for i in range(0, n, 97)] == list(
         range(0, n, 97)
     )
+
+
+@settings(max_examples=200)
+@given(st.lists(st.binary(min_size=16, max_size=16), min_size=1, max_size=50))
+def test_one_key_is_mixed_as_a_batch_mixes_it(keys: list[bytes]) -> None:
+    """`get` mixes one key with Python ints, lookups mix many with numpy: the same `hi`."""
+    hi, lo = halves(b"".join(keys))
+    assert [_keyed_key(key) for key in keys] == list(zip(hi.tolist(), lo.tolist(), strict=True))
