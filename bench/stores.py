@@ -40,22 +40,18 @@ from psycopg import sql
 from rich.console import Console
 from rich.table import Table
 
-from bench.ingest import ADMIN_TOKEN, counted, create_query, free_port, measure, process
+from bench.ingest import (
+    ADMIN_TOKEN,
+    counted,
+    cpu_seconds,
+    create_query,
+    free_port,
+    measure,
+    process,
+)
 from client.loadgen import LoadResult, build_reports
 
 console = Console(stderr=True)
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of one process so far (0 when it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICKS
-
-
 # A client backend's process title: "postgres: [CLUSTER: ]USER DATABASE HOST(PORT) STATE".
 _BACKEND_TITLE = re.compile(r"postgres: (?:\S+: )?\S+ (\S+) (?:\S+\(\d+\)|\[local\])")
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import grpc
 
-from client.tokens import IssuerClient, IssuerKey
+from client.tokens import IssuerClient, IssuerKey, check_issuer
 from ldpcollect.admission.query_challenge import secure_query_challenge
 from ldpcollect.admission.tokens import TokenChallenge
 from ldpcollect.errors import ParameterError
@@ -92,13 +92,7 @@ def report_challenge(key: IssuerKey, query: spb.SecureQuery) -> TokenChallenge:
     helper). Refuses a query bound to another issuer than the one this device asks."""
     if not query.require_tokens:
         raise ParameterError("secure query", query.query_id, "one that requires tokens")
-    if query.token_issuer != key.issuer_name:
-        raise ParameterError(
-            "token issuer",
-            query.token_issuer,
-            f"the issuer this device is enrolled with ({key.issuer_name})",
-            "tokens of another issuer would be refused",
-        )
+    check_issuer(key, query.token_issuer)
     kind = vdaf_kind(mechanism_from_proto(query.mechanism).name)
     return secure_query_challenge(
         query.token_issuer, query.query_id, kind, query.upload_round, list(query.token_origins)

@@ -61,16 +61,21 @@ class IssuerKey:
         return cls(response.issuer_name, directory.key_at(int(now)))
 
 
-def report_challenge(key: IssuerKey, query: pb.Query, round_: int) -> TokenChallenge:
-    """The challenge a report of `query` in `round_` must carry a token for; refuses a query
-    bound to another issuer than the one this device asks."""
-    if query.token_issuer != key.issuer_name:
+def check_issuer(key: IssuerKey, query_issuer: str) -> None:
+    """Refuse a query bound to another issuer than the one this device asks."""
+    if query_issuer != key.issuer_name:
         raise ParameterError(
             "token issuer",
-            query.token_issuer,
+            query_issuer,
             f"the issuer this device is enrolled with ({key.issuer_name})",
             "tokens of another issuer would be refused",
         )
+
+
+def report_challenge(key: IssuerKey, query: pb.Query, round_: int) -> TokenChallenge:
+    """The challenge a report of `query` in `round_` must carry a token for; refuses a query
+    bound to another issuer than the one this device asks."""
+    check_issuer(key, query.token_issuer)
     return query_challenge(query.token_issuer, query.query_id, round_)
 
 

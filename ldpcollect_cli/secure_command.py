@@ -18,7 +18,7 @@ from ldpcollect.secure.key_file import load_or_create_key_pair
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
 from ldpcollect_cli.service_errors import guarded
-from ldpcollect_cli.service_options import Json, Server, TlsCa, Token
+from ldpcollect_cli.service_options import DevicePrefix, EnrollmentKey, Json, Server, TlsCa, Token
 from ldpcollect_cli.service_render import ledger_json, print_json
 
 console = Console()
@@ -121,17 +121,8 @@ def simulate(
             "(each simulated device gets its own token).",
         ),
     ] = None,
-    enrollment_key: Annotated[
-        Path | None,
-        typer.Option(
-            "--enrollment-key",
-            help="The issuer's enrollment key (enrollment.key in its --state-dir): enrolls "
-            "the simulated devices as <--device-prefix>-<i>.",
-        ),
-    ] = None,
-    device_prefix: Annotated[
-        str, typer.Option("--device-prefix", help="Issuer device ids of the simulated devices.")
-    ] = "sim",
+    enrollment_key: EnrollmentKey = None,
+    device_prefix: DevicePrefix = "sim",
     server: Server = "127.0.0.1:50051",
     tls_ca: TlsCa = None,
 ) -> None:

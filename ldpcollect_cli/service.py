@@ -26,6 +26,8 @@ from ldpcollect_cli import ledger_command, release_command, serve_command
 from ldpcollect_cli.service_errors import guarded
 from ldpcollect_cli.service_options import (
     DEFAULT_SERVER,
+    DevicePrefix,
+    EnrollmentKey,
     Json,
     Server,
     TlsCa,
@@ -345,17 +347,8 @@ def fleet_run(
             "(each simulated device gets its own token per round).",
         ),
     ] = None,
-    enrollment_key: Annotated[
-        Path | None,
-        typer.Option(
-            "--enrollment-key",
-            help="The issuer's enrollment key (enrollment.key in its --state-dir): enrolls "
-            "the simulated devices as <--device-prefix>-<i>.",
-        ),
-    ] = None,
-    device_prefix: Annotated[
-        str, typer.Option("--device-prefix", help="Issuer device ids of the simulated devices.")
-    ] = "sim",
+    enrollment_key: EnrollmentKey = None,
+    device_prefix: DevicePrefix = "sim",
     server: Server = DEFAULT_SERVER,
     admin_token: Token = "",
     tls_ca: TlsCa = None,

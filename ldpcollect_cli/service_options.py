@@ -38,6 +38,17 @@ TlsCa = Annotated[
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+EnrollmentKey = Annotated[
+    Path | None,
+    typer.Option(
+        "--enrollment-key",
+        help="The issuer's enrollment key (enrollment.key in its --state-dir): enrolls "
+        "the simulated devices as <--device-prefix>-<i>.",
+    ),
+]
+DevicePrefix = Annotated[
+    str, typer.Option("--device-prefix", help="Issuer device ids of the simulated devices.")
+]
 
 
 def with_admin(
