@@ -9,9 +9,13 @@ share their first 8 bytes (`key(i)` is zero there): 64-bit collisions on every l
 
 from __future__ import annotations
 
+import random
+
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from aggregator import rounds
 from aggregator.admission import PendingChanges, admit
 from aggregator.keyindex import KeyIndex
 from aggregator.model import ReportIn
@@ -106,3 +110,34 @@ def test_report_ids_differing_only_after_their_first_8_bytes_are_two_reports() -
     assert submit(state, [second], log) == (1, 0, [])  # not a duplicate, not a conflict
     assert submit(state, [first, second], log) == (0, 2, [])
     assert state.reports_per_round == [2]
+
+
+def test_a_restart_builds_its_indexes_on_two_threads_to_the_same_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Above `_PARALLEL_BUILD_FROM` keys a restore builds the report-id index and each round's
+    device index at once on two threads; each must hold exactly the keys of a one-by-one build."""
+    rng = random.Random(7)
+    entries = [
+        LogEntry(round_, n, rng.randbytes(16 * n), rng.randbytes(16 * n), bytes(n * 13))
+        for round_, n in ((1, 300), (1, 200), (2, 250))
+    ]
+    states = []
+    for threshold in (10**9, 0):
+        monkeypatch.setattr(rounds, "_PARALLEL_BUILD_FROM", threshold)
+        state = compact_state(SP, 4)
+        state.restore(entries, hold=False)
+        states.append(state)
+    one_by_one, parallel = states
+    ids = b"".join(e.report_ids for e in entries)
+    for index in range(0, len(ids), 16):
+        key = ids[index : index + 16]
+        assert parallel.report_ids.get(key) == one_by_one.report_ids.get(key) == index // 16
+    for round_ in (1, 2):
+        keys = b"".join(e.pseudonyms for e in entries if e.round == round_)
+        for index in range(0, len(keys), 16):
+            key = keys[index : index + 16]
+            expected = one_by_one.devices_by_round[round_ - 1].get(key)
+            assert expected == index // 16
+            assert parallel.devices_by_round[round_ - 1].get(key) == expected
+    assert len(parallel.report_ids) == len(ids) // 16
