@@ -39,6 +39,15 @@ def _sealed(query: spb.SecureQuery, targets: list[int], n: int) -> list[bytes]:
         ]
 
 
+def wait_aggregated(channel: grpc.Channel, query_id: str, n: int) -> spb.SecureQuery:
+    """Poll the leader until `n` reports are aggregated or refused; the query's last state."""
+    while True:
+        state = fetch_query(channel, query_id)
+        if state.aggregated_reports + state.refused_reports >= n:
+            return state
+        time.sleep(0.02)
+
+
 def secure_path_rate(mechanism: str, n: int) -> float:
     """Reports per second from the first upload until all are aggregated at both."""
     targets = block_targets(geo.DEFAULT_CENTER)
@@ -52,11 +61,7 @@ def secure_path_rate(mechanism: str, n: int) -> float:
         for i in range(0, n, BATCH):
             done = upload(channel, bodies[i : i + BATCH])
             assert not done.rejected, done.rejected[0].message
-        while True:
-            state = fetch_query(channel, query.query_id)
-            if state.aggregated_reports + state.refused_reports >= n:
-                break
-            time.sleep(0.02)
+        wait_aggregated(channel, query.query_id, n)
         seconds = time.perf_counter() - start
     return n / seconds
 

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.secure_path import BATCH, _sealed
+from bench.secure_path import BATCH, _sealed, wait_aggregated
 from client.secure_collector import create_secure_query
 from client.secure_device import fetch_query, report_challenge, upload
 from client.tokens import IssuerKey
@@ -57,11 +57,7 @@ def path_rate(mechanism: str, n: int, issuer: Issuer | None, directory: Path | N
             part = tokens[i : i + BATCH]
             done = upload(channel, bodies[i : i + BATCH], tokens=part)
             assert not done.rejected, done.rejected[0].message
-        while True:
-            state = fetch_query(channel, query.query_id)
-            if state.aggregated_reports + state.refused_reports >= n:
-                break
-            time.sleep(0.02)
+        state = wait_aggregated(channel, query.query_id, n)
         seconds = time.perf_counter() - start
         assert state.refused_reports == 0
     return n / seconds
