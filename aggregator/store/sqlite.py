@@ -58,6 +58,7 @@ from aggregator.model import (
 )
 from aggregator.rounds import LogEntry, QueryState, ReportColumns
 from aggregator.store import spent_tokens
+from aggregator.store.answer_files import AnswerFiles
 from aggregator.store.base import LedgerFn, ReleaseFn
 from aggregator.store.log_held import LogHeld
 from aggregator.store.release_codec import release_from_json, release_to_json
@@ -68,9 +69,10 @@ from aggregator.store.single_writer import DatabaseInUse, WriterLock
 from aggregator.store.snapshots import Snapshots
 from aggregator.store.sqlite_file import (
     INSERT_LOG,
+    INSERT_LOG_AT,
     SCHEMA,
     DatabaseUnusable,
-    add_report_nonces,
+    add_report_columns,
     create_private,
     migrate_legacy_reports,
     storage_error,
@@ -143,6 +145,7 @@ class SqliteStore(Snapshots):
         self._release_records: dict[str, ReleaseRecord] = {}
         self._report_counts: dict[str, int] = {}
         self._held: dict[str, LogHeld] = {}
+        self._answer_files = AnswerFiles(self._path)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -159,6 +162,7 @@ class SqliteStore(Snapshots):
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            self._answer_files.close()
             self._writer_lock.release()
             if isinstance(exc, DatabaseInUse):
                 raise
@@ -180,7 +184,7 @@ class SqliteStore(Snapshots):
         migrate_legacy_reports(conn, self._path)
         for statement in SCHEMA:
             conn.execute(statement)
-        add_report_nonces(conn)
+        add_report_columns(conn)
         self._load()
         # Old log frames may still hold deleted reports (e.g. a kill right after a release).
         self._checkpoint()
@@ -194,6 +198,7 @@ class SqliteStore(Snapshots):
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        self._answer_files.close()
         self._writer_lock.release()
 
     # ------------------------------------------------------------------ writes
@@ -392,8 +397,10 @@ class SqliteStore(Snapshots):
                 _UPDATE_PROGRESS,
                 [(*progress_values(s), s.spec.query_id) for s in changes.touched.values()],
             )
+            self._answer_files.sync()  # the answers the rows point to, before the rows
             conn.execute("COMMIT")
-        except sqlite3.Error as exc:  # storage refused the transaction: nothing of it happened
+            self._answer_files.committed()
+        except (sqlite3.Error, OSError) as exc:  # storage refused: nothing of it happened
             log.error("transaction of %d request(s) failed in %s: %s", len(batch), self._path, exc)
             self._rollback()
             reread = changes.withdraw(self._states)
@@ -408,6 +415,7 @@ class SqliteStore(Snapshots):
         except Exception:  # a defect: memory may be half-changed, so read everything again
             log.exception("transaction failed; reloading state from %s", self._path)
             self._rollback()
+            self._answer_files.close()  # reopened, and cut back, by the reload
             self._load()
             changes.touched = dict(self._states)
             error = StorageFailure("internal error while storing; nothing was stored; retry")
@@ -416,6 +424,8 @@ class SqliteStore(Snapshots):
             if changes.forgotten:
                 # A release deleted reports: take them out of the write-ahead log file too.
                 self._checkpoint()
+                for query_id in changes.forgotten:
+                    self._answer_files.delete(query_id)
         self._publish(changes.touched.values())
         elapsed = time.perf_counter() - started
         if self._observer is not None:
@@ -440,6 +450,7 @@ class SqliteStore(Snapshots):
         conn = self._sql()
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+        self._answer_files.rollback()
 
     def _checkpoint(self) -> None:
         """Copy the write-ahead log into the file and truncate it to zero bytes."""
@@ -465,7 +476,12 @@ class SqliteStore(Snapshots):
             if accepted.count == 0:
                 continue
             held = self._held[query_id]
-            seq = conn.execute(INSERT_LOG, held.sealed(LogRow.of(query_id, accepted))).lastrowid
+            row = held.sealed(LogRow.of(query_id, accepted))
+            if row.nonce is None:  # a query kept in clear: its answers stay in the row
+                seq = conn.execute(INSERT_LOG, row).lastrowid
+            else:
+                at = self._answer_files.append(query_id, row.answers)
+                seq = conn.execute(INSERT_LOG_AT, (*row._replace(answers=b""), at)).lastrowid
             assert seq is not None
             state = self._states[query_id]
             held.written(seq)
@@ -477,7 +493,8 @@ class SqliteStore(Snapshots):
     def _attach(self, state: QueryState, cipher: ReportCipher | None) -> QueryState:
         """Let `state` find its held reports in the log rather than keep them in memory
         (`cipher`: the query's report key, None for a query whose rows are in clear)."""
-        held = LogHeld(state.answer_bytes, self._sql, cipher)
+        files = None if cipher is None else (self._answer_files, state.spec.query_id)
+        held = LogHeld(state.answer_bytes, self._sql, cipher, files)
         state.held = self._held[state.spec.query_id] = held
         return state
 
@@ -498,14 +515,26 @@ class SqliteStore(Snapshots):
         """Rebuild `state`'s dedup indexes from its report log rows; returns the reports."""
         # Answers are read only where restoring needs them: SP's waiting round-1 answers.
         answers = "answers" if state.keeps_round1_answers else "NULL"
-        held = self._held[state.spec.query_id]
+        query_id, width = state.spec.query_id, state.answer_bytes
+        held = self._held[query_id]
+        (end,) = (
+            self._sql()
+            .execute(
+                "SELECT coalesce(max(answers_at + n * ?), 0) FROM reports WHERE query_id = ?",
+                (width, query_id),
+            )
+            .fetchone()
+        )
+        self._answer_files.recover(query_id, int(end))  # cut off what never committed
         entries: list[LogEntry] = []
-        for seq, round_, n, nonce, report_ids, pseudonyms, packed in self._sql().execute(
-            f"SELECT seq, round, n, nonce, report_ids, pseudonyms, {answers} FROM reports "
-            "WHERE query_id = ? ORDER BY seq",
-            (state.spec.query_id,),
+        for seq, round_, n, nonce, at, report_ids, pseudonyms, packed in self._sql().execute(
+            f"SELECT seq, round, n, nonce, answers_at, report_ids, pseudonyms, {answers} "
+            "FROM reports WHERE query_id = ? ORDER BY seq",
+            (query_id,),
         ):
-            row = LogRow(state.spec.query_id, round_, n, report_ids, pseudonyms, packed, nonce)
+            if packed is not None and at is not None:
+                packed = self._answer_files.read(query_id, at, n * width)
+            row = LogRow(query_id, round_, n, report_ids, pseudonyms, packed, nonce)
             row = held.opened(row, answers=packed is not None)
             if packed is None:
                 row = row._replace(answers=b"\0" * (n * state.answer_bytes))
@@ -546,6 +575,7 @@ class SqliteStore(Snapshots):
                 self._report_counts[query_id] = counts.get(query_id, 0)
             return
         self._report_counts = counts
+        self._answer_files.keep_only(set(counts))  # left by a release or a failed first group
         self._release_records = {
             qid: release_from_json(body)
             for qid, body in conn.execute("SELECT query_id, body FROM releases")

@@ -42,9 +42,9 @@ def _random_keyed(seed: int) -> list[ReportIn]:
 
 
 def _file_bytes(db: Path) -> bytes:
-    return b"".join(
-        p.read_bytes() for p in sorted(db.parent.iterdir()) if p.name.startswith(db.name)
-    )
+    """Every byte of the database's files: the file, its -wal and -shm, its answer files."""
+    files = sorted(p for p in db.parent.rglob("*") if p.is_file() and p.name != "writer.lock")
+    return b"".join(p.read_bytes() for p in files if str(p).startswith(str(db)))
 
 
 async def _fill_and_release(db: Path, reports: list[ReportIn], *, drop_key: bool) -> None:
@@ -89,8 +89,11 @@ def test_encrypted_rows_hold_no_clear_report_bytes_and_the_release_erases_the_ke
     key = asyncio.run(fill())
     contents = _file_bytes(db)
     assert not [r for r in reports if r.pseudonym in contents or r.report_id in contents]
+    assert b"".join(r.answers for r in reports) not in contents  # the answer file is sealed
+    assert len(list((tmp_path / "enc.db.answers").iterdir())) == 1
     asyncio.run(_released(db))
     assert key not in _file_bytes(db)
+    assert list((tmp_path / "enc.db.answers").iterdir()) == []  # deleted with the release
 
 
 async def _released(db: Path) -> None:

@@ -144,10 +144,12 @@ def test_after_a_release_and_a_kill_no_report_bytes_remain_in_any_file(tmp_path:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
 
-    files = sorted(p for p in tmp_path.iterdir() if p.name.startswith(db.name))
+    paths = sorted(p for p in tmp_path.rglob("*") if str(p).startswith(str(db)))
+    for path in paths:  # the file, its -wal and -shm, the answer files' directory
+        assert stat.S_IMODE(path.stat().st_mode) == (0o700 if path.is_dir() else 0o600), path
+    files = [p for p in paths if p.is_file()]
     assert db in files
-    for path in files:
-        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    assert not [p for p in files if p.parent != tmp_path]  # the answer file went with it
     contents = b"".join(path.read_bytes() for path in files)
     left = [key.hex() for key in pseudonyms + report_ids if key in contents]
     assert not left, f"{len(left)} pseudonyms or report ids left in {[p.name for p in files]}"
