@@ -45,7 +45,7 @@ class AnswerFiles:
     def path(self, query_id: str) -> Path:
         return self.directory / hashlib.sha256(query_id.encode("utf-8")).hexdigest()
 
-    def append(self, query_id: str, data: bytes) -> int:
+    def append(self, query_id: str, data: bytes | memoryview) -> int:
         """Append `data` to the query's file (not yet durable); returns where it starts."""
         fd = self._open(query_id)
         offset = self._length[query_id]

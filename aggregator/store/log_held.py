@@ -54,14 +54,18 @@ class LogHeld:
     def hold(self, round_: int, n: int, pseudonyms: bytes, answers: bytes) -> None:
         self._pending.hold(round_, n, pseudonyms, answers)
 
-    def sealed(self, row: LogRow) -> LogRow:
-        """`row` as it is written: encrypted when the query has a key."""
+    def sealed(self, row: LogRow, buffer: bytearray) -> tuple[LogRow, memoryview]:
+        """`row` encrypted as one stream (report ids, pseudonyms, then answers) under the
+        query's key, its answers written into `buffer` (a view of it returned: they go to the
+        query's answer file) and left out of the row."""
         if self.cipher is None:
-            return row
-        nonce, (ids, pseudonyms, answers) = self.cipher.seal(
-            row.report_ids, row.pseudonyms, row.answers
-        )
-        return row._replace(report_ids=ids, pseudonyms=pseudonyms, answers=answers, nonce=nonce)
+            raise RuntimeError("only a query with a key keeps its answers apart")
+        nonce, (ids, pseudonyms) = self.cipher.seal(row.report_ids, row.pseudonyms)
+        offset = len(row.report_ids) + len(row.pseudonyms)
+        answers = self.cipher.apply_into(nonce, offset, row.answers, buffer)
+        return row._replace(
+            report_ids=ids, pseudonyms=pseudonyms, answers=b"", nonce=nonce
+        ), answers
 
     def opened(self, row: LogRow, *, answers: bool = True) -> LogRow:
         """A row read back, in clear (`answers=False`: its answers were not read)."""

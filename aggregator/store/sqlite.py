@@ -41,6 +41,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -108,6 +109,8 @@ _STOP = object()
 # The commit delay is skipped for a group that already holds this many reports (its commit is
 # well amortized).
 _AMORTIZED_GROUP_REPORTS = 1_000
+# A group whose completed answers exceed this many bytes is summed on a second thread.
+_WIDE_SUMS = 1 << 20
 
 
 class SqliteStore(Snapshots):
@@ -146,6 +149,8 @@ class SqliteStore(Snapshots):
         self._report_counts: dict[str, int] = {}
         self._held: dict[str, LogHeld] = {}
         self._answer_files = AnswerFiles(self._path)
+        self._seal_buffer = bytearray()  # the writer seals answers into it (`apply_into`)
+        self._summer: ThreadPoolExecutor | None = None  # sums of wide groups (`_flush`)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -168,6 +173,7 @@ class SqliteStore(Snapshots):
                 raise
             raise DatabaseUnusable(self._path, exc) from exc
         self._publish(self._states.values())
+        self._summer = ThreadPoolExecutor(1, thread_name_prefix="sqlite-sums")
         self._thread = threading.Thread(target=self._writer, name="sqlite-writer", daemon=True)
         self._thread.start()
 
@@ -195,6 +201,9 @@ class SqliteStore(Snapshots):
         self._queue.put(_STOP)
         await asyncio.to_thread(self._thread.join)
         self._thread = None
+        if self._summer is not None:
+            self._summer.shutdown()
+            self._summer = None
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -475,17 +484,27 @@ class SqliteStore(Snapshots):
         for query_id, accepted in changes.accepted.items():
             if accepted.count == 0:
                 continue
+            state = self._states[query_id]
+            sums = None
+            if self._summer is not None and accepted.completed * state.answer_bytes > _WIDE_SUMS:
+                # Summed on another thread while this one seals and writes the group: numpy,
+                # the cipher and the file write all release the interpreter lock.
+                sums = self._summer.submit(state.completed_sums, accepted)
             held = self._held[query_id]
-            row = held.sealed(LogRow.of(query_id, accepted))
-            if row.nonce is None:  # a query kept in clear: its answers stay in the row
+            row = LogRow.of(query_id, accepted)
+            if held.cipher is None:  # a query kept in clear: its answers stay in the row
                 seq = conn.execute(INSERT_LOG, row).lastrowid
             else:
-                at = self._answer_files.append(query_id, row.answers)
-                seq = conn.execute(INSERT_LOG_AT, (*row._replace(answers=b""), at)).lastrowid
+                row, answers = held.sealed(row, self._seal_buffer)
+                with answers:  # released after: the buffer may grow for the next group
+                    at = self._answer_files.append(query_id, answers)
+                seq = conn.execute(INSERT_LOG_AT, (*row, at)).lastrowid
             assert seq is not None
-            state = self._states[query_id]
             held.written(seq)
-            state.add_completed(accepted)
+            if sums is None:
+                state.add_completed(accepted)
+            else:
+                state.add_sums(accepted, sums.result())
             self._report_counts[query_id] = self._report_counts.get(query_id, 0) + accepted.count
             changes.report_count += accepted.count
         changes.accepted.clear()

@@ -32,6 +32,27 @@ def test_any_slice_of_a_row_decrypts_alone(data: bytes, start: int, nonce: bytes
     assert cipher.open_at(nonce, start, sealed[start:]) == data[start:]
 
 
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(st.binary(max_size=70), min_size=1, max_size=3),
+    st.binary(max_size=300),
+    st.integers(0, 400),
+    st.binary(min_size=16, max_size=16),
+)
+def test_a_column_sealed_into_a_buffer_continues_the_rows_stream(
+    head: list[bytes], tail: bytes, spare: int, nonce: bytes
+) -> None:
+    """The answers, sealed apart into a reused buffer (of any length) at the block where the
+    other columns end, are the bytes one stream over all the columns gives."""
+    cipher = ReportCipher(bytes(range(32)))
+    head = [c + bytes(-len(c) % 16) for c in head]  # the other columns: whole blocks
+    *_, whole = cipher.open(nonce, *head, tail)
+    buffer = bytearray(b"\xff" * spare)
+    apart = cipher.apply_into(nonce, sum(map(len, head)), tail, buffer)
+    assert bytes(apart) == whole
+    assert cipher.open_at(nonce, sum(map(len, head)), bytes(apart)) == tail
+
+
 def _random_keyed(seed: int) -> list[ReportIn]:
     """300 valid reports with random report ids and pseudonyms (findable in a file's bytes)."""
     rng = random.Random(seed)
