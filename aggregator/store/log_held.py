@@ -54,7 +54,16 @@ class LogHeld:
     def hold(self, round_: int, n: int, pseudonyms: bytes, answers: bytes) -> None:
         self._pending.hold(round_, n, pseudonyms, answers)
 
-    def sealed(self, row: LogRow, buffer: bytearray) -> tuple[LogRow, memoryview]:
+    def sealed(self, row: LogRow) -> LogRow:
+        """`row` as it is written in the log: encrypted when the query has a key."""
+        if self.cipher is None:
+            return row
+        nonce, (ids, pseudonyms, answers) = self.cipher.seal(
+            row.report_ids, row.pseudonyms, row.answers
+        )
+        return row._replace(report_ids=ids, pseudonyms=pseudonyms, answers=answers, nonce=nonce)
+
+    def sealed_apart(self, row: LogRow, buffer: bytearray) -> tuple[LogRow, memoryview]:
         """`row` encrypted as one stream (report ids, pseudonyms, then answers) under the
         query's key, its answers written into `buffer` (a view of it returned: they go to the
         query's answer file) and left out of the row."""

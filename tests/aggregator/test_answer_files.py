@@ -27,10 +27,12 @@ def answer_file(db: Path, query_id: str = "q") -> Path:
 
 
 async def _two_rounds(db: Path, *, restart_with: bytes | None) -> tuple[list[int], int]:
-    """SP: 60 devices in round 1, a restart (after appending `restart_with` to the answer
-    file, as a transaction that died before COMMIT would), then 40 of them in round 2."""
+    """SP: 60 devices in round 1 (answers to the answer file), a restart (after appending
+    `restart_with` to the file, as a transaction that died before COMMIT would) with the
+    default threshold (the round-2 answers of these narrow reports go to the log rows), then
+    40 of them in round 2."""
     round1 = rr_run(0, 60, 7)
-    store = SqliteStore(db)
+    store = SqliteStore(db, answer_file_bytes=1)
     await store.open()
     await store.create_query(spec("q", SP), 0.0)
     assert (await store.submit(ReportColumns.of(round1))).accepted == 60
@@ -70,7 +72,7 @@ async def test_bytes_past_the_committed_rows_are_cut_off_and_held_answers_read_b
 
 async def test_a_file_shorter_than_its_committed_rows_is_refused_by_name(tmp_path: Path) -> None:
     db = tmp_path / "short.db"
-    store = SqliteStore(db)
+    store = SqliteStore(db, answer_file_bytes=1)
     await store.open()
     await store.create_query(spec("q", SP), 0.0)
     assert (await store.submit(ReportColumns.of(rr_run(0, 30, 1)))).accepted == 30
@@ -86,7 +88,7 @@ async def test_a_file_shorter_than_its_committed_rows_is_refused_by_name(tmp_pat
 
 async def test_files_of_released_or_unknown_queries_are_removed_at_open(tmp_path: Path) -> None:
     db = tmp_path / "stray.db"
-    store = SqliteStore(db)
+    store = SqliteStore(db, answer_file_bytes=1)
     await store.open()
     for query_id in ("gone", "kept"):
         await store.create_query(spec(query_id, RR), 0.0)

@@ -76,7 +76,7 @@ async def _fill_and_release(db: Path, reports: list[ReportIn], *, drop_key: bool
     if drop_key:  # as in a file written before rows were encrypted: the query has no key
         with closing(sqlite3.connect(db)) as conn, conn:
             conn.execute("DELETE FROM report_keys")
-    store = SqliteStore(db)
+    store = SqliteStore(db, answer_file_bytes=1)  # answers in the answer file when encrypted
     await store.open()
     assert (await store.submit(ReportColumns.of(reports[:150]))).accepted == 150
     await store.close()
@@ -94,7 +94,7 @@ def test_encrypted_rows_hold_no_clear_report_bytes_and_the_release_erases_the_ke
 ) -> None:
     db = tmp_path / "enc.db"
     reports = _random_keyed(1)
-    store = SqliteStore(db)
+    store = SqliteStore(db, answer_file_bytes=1)
 
     async def fill() -> bytes:
         await store.open()

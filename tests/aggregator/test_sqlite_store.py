@@ -43,6 +43,14 @@ class TestSqliteStore(StoreContract):
         return SqliteStore(where / "store.db")
 
 
+class TestSqliteStoreWithAnswerFiles(StoreContract):
+    """The same rules with every query's answers in its answer file (the contract's queries
+    are narrower than the default `answer_file_bytes`)."""
+
+    def make_store(self, where: Path) -> SqliteStore:
+        return SqliteStore(where / "store.db", answer_file_bytes=1)
+
+
 def _log_sums(db: Path) -> tuple[int, list[int], set[bytes]]:
     """Reports, per-target Yes counts and report ids in the log, read with plain SQL (the
     answers from the query's answer file) and decrypted with the query's key."""
@@ -133,7 +141,7 @@ def test_a_process_killed_between_groups_keeps_whole_acknowledged_groups(tmp_pat
 
 async def test_a_failed_transaction_changes_nothing_and_a_retry_succeeds(tmp_path: Path) -> None:
     db = tmp_path / "fail.db"
-    store = SqliteStore(db)
+    store = SqliteStore(db, answer_file_bytes=1)
     await store.open()
     try:
         await store.create_query(spec("q", SP), 0.0)
