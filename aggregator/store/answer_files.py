@@ -58,6 +58,11 @@ class AnswerFiles:
             view = view[written:]
         return offset
 
+    @property
+    def unsynced(self) -> bool:
+        """Whether anything was appended since the last `sync`."""
+        return bool(self._unsynced)
+
     def sync(self) -> None:
         """Make everything appended since the last `sync` durable (call before COMMIT)."""
         for query_id in sorted(self._unsynced):

@@ -44,7 +44,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -60,7 +60,7 @@ from aggregator.model import (
     ReleaseRecord,
     SubmitResult,
 )
-from aggregator.rounds import LogEntry, QueryState, ReportColumns
+from aggregator.rounds import Accepted, Counts, LogEntry, QueryState, ReportColumns
 from aggregator.store import spent_tokens
 from aggregator.store.answer_files import AnswerFiles
 from aggregator.store.base import LedgerFn, ReleaseFn
@@ -158,7 +158,7 @@ class SqliteStore(Snapshots):
         self._answer_files = AnswerFiles(self._path)
         self._answer_file_bytes = answer_file_bytes
         self._seal_buffer = bytearray()  # the writer seals answers into it (`apply_into`)
-        self._summer: ThreadPoolExecutor | None = None  # sums of wide groups (`_flush`)
+        self._aside: ThreadPoolExecutor | None = None  # the writer's helpers (`_flush`)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -181,7 +181,7 @@ class SqliteStore(Snapshots):
                 raise
             raise DatabaseUnusable(self._path, exc) from exc
         self._publish(self._states.values())
-        self._summer = ThreadPoolExecutor(1, thread_name_prefix="sqlite-sums")
+        self._aside = ThreadPoolExecutor(2, thread_name_prefix="sqlite-aside")
         self._thread = threading.Thread(target=self._writer, name="sqlite-writer", daemon=True)
         self._thread.start()
 
@@ -209,9 +209,9 @@ class SqliteStore(Snapshots):
         self._queue.put(_STOP)
         await asyncio.to_thread(self._thread.join)
         self._thread = None
-        if self._summer is not None:
-            self._summer.shutdown()
-            self._summer = None
+        if self._aside is not None:
+            self._aside.shutdown()
+            self._aside = None
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -487,17 +487,23 @@ class SqliteStore(Snapshots):
         return self._conn
 
     def _flush(self, changes: PendingChanges) -> None:
-        """Append the accepted reports to the log and add completed devices to the counts."""
+        """Append the accepted reports to the log and add completed devices to the counts.
+
+        A wide group is summed on a helper thread while this one seals and writes it, and the
+        answer files are flushed to disk on another while the sums finish: numpy, the cipher,
+        the file writes and fdatasync all release the interpreter lock."""
         conn = self._sql()
+        summing: list[tuple[QueryState, Accepted, Future[list[Counts]]]] = []
         for query_id, accepted in changes.accepted.items():
             if accepted.count == 0:
                 continue
             state = self._states[query_id]
-            sums = None
-            if self._summer is not None and accepted.completed * state.answer_bytes > _WIDE_SUMS:
-                # Summed on another thread while this one seals and writes the group: numpy,
-                # the cipher and the file write all release the interpreter lock.
-                sums = self._summer.submit(state.completed_sums, accepted)
+            if self._aside is not None and accepted.completed * state.answer_bytes > _WIDE_SUMS:
+                summing.append(
+                    (state, accepted, self._aside.submit(state.completed_sums, accepted))
+                )
+            else:
+                state.add_completed(accepted)
             held = self._held[query_id]
             row = LogRow.of(query_id, accepted)
             if held.cipher is None or state.answer_bytes < self._answer_file_bytes:
@@ -509,12 +515,15 @@ class SqliteStore(Snapshots):
                 seq = conn.execute(INSERT_LOG_AT, (*row, at)).lastrowid
             assert seq is not None
             held.written(seq)
-            if sums is None:
-                state.add_completed(accepted)
-            else:
-                state.add_sums(accepted, sums.result())
             self._report_counts[query_id] = self._report_counts.get(query_id, 0) + accepted.count
             changes.report_count += accepted.count
+        syncing = None
+        if self._aside is not None and summing and self._answer_files.unsynced:
+            syncing = self._aside.submit(self._answer_files.sync)
+        for state, accepted, sums in summing:
+            state.add_sums(accepted, sums.result())
+        if syncing is not None:
+            syncing.result()
         changes.accepted.clear()
 
     def _attach(self, state: QueryState, cipher: ReportCipher | None) -> QueryState:
