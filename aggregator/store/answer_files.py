@@ -27,6 +27,14 @@ import os
 from pathlib import Path
 
 
+def write_at(fd: int, offset: int, data: bytes | memoryview) -> None:
+    """All of `data` at `offset` (pwrite may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset + len(data) - len(view))
+        view = view[written:]
+
+
 class AnswerFileShort(RuntimeError):
     """A query's answer file ends before its committed rows do."""
 
@@ -39,35 +47,22 @@ class AnswerFiles:
         self._fds: dict[str, int] = {}
         self._committed: dict[str, int] = {}  # query id -> committed length
         self._length: dict[str, int] = {}  # query id -> length including this transaction
-        self._unsynced: set[str] = set()
         self._new_files = False
 
     def path(self, query_id: str) -> Path:
         return self.directory / hashlib.sha256(query_id.encode("utf-8")).hexdigest()
 
-    def append(self, query_id: str, data: bytes | memoryview) -> int:
-        """Append `data` to the query's file (not yet durable); returns where it starts."""
+    def reserve(self, query_id: str, n: int) -> tuple[int, int]:
+        """The query's file descriptor and the offset of the next `n` bytes, for a caller that
+        writes them (`write_at`, on any thread) and makes them durable (`os.fdatasync`)
+        before the COMMIT. Counted at once: what a failed write leaves, `rollback` cuts off."""
         fd = self._open(query_id)
         offset = self._length[query_id]
-        # Counted before writing: a write that fails half-way is cut off by `rollback`.
-        self._length[query_id] = offset + len(data)
-        self._unsynced.add(query_id)
-        view = memoryview(data)
-        while view:
-            written = os.pwrite(fd, view, offset + len(data) - len(view))
-            view = view[written:]
-        return offset
+        self._length[query_id] = offset + n
+        return fd, offset
 
-    @property
-    def unsynced(self) -> bool:
-        """Whether anything was appended since the last `sync`."""
-        return bool(self._unsynced)
-
-    def sync(self) -> None:
-        """Make everything appended since the last `sync` durable (call before COMMIT)."""
-        for query_id in sorted(self._unsynced):
-            os.fdatasync(self._fds[query_id])
-        self._unsynced.clear()
+    def sync_names(self) -> None:
+        """Make the names of files created since the last call durable (before COMMIT)."""
         if self._new_files:
             self._sync_directory()
             self._new_files = False
@@ -83,7 +78,6 @@ class AnswerFiles:
             if length != committed:
                 os.ftruncate(self._fds[query_id], committed)
                 self._length[query_id] = committed
-        self._unsynced.clear()
 
     def read(self, query_id: str, offset: int, length: int) -> bytes:
         data = os.pread(self._open(query_id), length, offset)
@@ -159,7 +153,6 @@ class AnswerFiles:
             os.close(fd)
         self._committed.pop(query_id, None)
         self._length.pop(query_id, None)
-        self._unsynced.discard(query_id)
 
     def _sync_directory(self) -> None:
         fd = os.open(self.directory, os.O_RDONLY)

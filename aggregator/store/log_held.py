@@ -21,6 +21,9 @@ from aggregator.store.report_cipher import ReportCipher
 from aggregator.store.rows import LogRow
 from ldpcollect.wire import REPORT_KEY_BYTES
 
+# Seals a row's answers into a buffer and returns a view of it (`LogHeld.sealed_apart`).
+SealAnswers = Callable[[bytearray], memoryview]
+
 _FETCH = (
     "SELECT round, n, nonce, answers_at, substr(pseudonyms, ?, ?), substr(answers, ?, ?) "
     "FROM reports WHERE seq = ?"
@@ -63,18 +66,20 @@ class LogHeld:
         )
         return row._replace(report_ids=ids, pseudonyms=pseudonyms, answers=answers, nonce=nonce)
 
-    def sealed_apart(self, row: LogRow, buffer: bytearray) -> tuple[LogRow, memoryview]:
+    def sealed_apart(self, row: LogRow) -> tuple[LogRow, SealAnswers]:
         """`row` encrypted as one stream (report ids, pseudonyms, then answers) under the
-        query's key, its answers written into `buffer` (a view of it returned: they go to the
-        query's answer file) and left out of the row."""
-        if self.cipher is None:
+        query's key, without its answers (they go to the query's answer file), and what
+        seals them: into a given buffer, returning a view of it (on any thread)."""
+        cipher = self.cipher
+        if cipher is None:
             raise RuntimeError("only a query with a key keeps its answers apart")
-        nonce, (ids, pseudonyms) = self.cipher.seal(row.report_ids, row.pseudonyms)
-        offset = len(row.report_ids) + len(row.pseudonyms)
-        answers = self.cipher.apply_into(nonce, offset, row.answers, buffer)
-        return row._replace(
-            report_ids=ids, pseudonyms=pseudonyms, answers=b"", nonce=nonce
-        ), answers
+        nonce, (ids, pseudonyms) = cipher.seal(row.report_ids, row.pseudonyms)
+        offset, answers = len(row.report_ids) + len(row.pseudonyms), row.answers
+
+        def seal(buffer: bytearray) -> memoryview:
+            return cipher.apply_into(nonce, offset, answers, buffer)
+
+        return row._replace(report_ids=ids, pseudonyms=pseudonyms, answers=b"", nonce=nonce), seal
 
     def opened(self, row: LogRow, *, answers: bool = True) -> LogRow:
         """A row read back, in clear (`answers=False`: its answers were not read)."""

@@ -39,12 +39,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import queue
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -62,9 +63,9 @@ from aggregator.model import (
 )
 from aggregator.rounds import Accepted, Counts, LogEntry, QueryState, ReportColumns
 from aggregator.store import spent_tokens
-from aggregator.store.answer_files import AnswerFiles
+from aggregator.store.answer_files import AnswerFiles, write_at
 from aggregator.store.base import LedgerFn, ReleaseFn
-from aggregator.store.log_held import LogHeld
+from aggregator.store.log_held import LogHeld, SealAnswers
 from aggregator.store.release_codec import release_from_json, release_to_json
 from aggregator.store.report_cipher import ReportCipher
 from aggregator.store.report_keys import erase_reports, load_keys, record_key
@@ -157,7 +158,7 @@ class SqliteStore(Snapshots):
         self._held: dict[str, LogHeld] = {}
         self._answer_files = AnswerFiles(self._path)
         self._answer_file_bytes = answer_file_bytes
-        self._seal_buffer = bytearray()  # the writer seals answers into it (`apply_into`)
+        self._buffers: list[bytearray] = []  # reused to seal answers into (`_write_answers`)
         self._aside: ThreadPoolExecutor | None = None  # the writer's helpers (`_flush`)
 
     # ------------------------------------------------------------------ lifecycle
@@ -414,7 +415,7 @@ class SqliteStore(Snapshots):
                 _UPDATE_PROGRESS,
                 [(*progress_values(s), s.spec.query_id) for s in changes.touched.values()],
             )
-            self._answer_files.sync()  # the answers the rows point to, before the rows
+            self._answer_files.sync_names()  # `_flush` made the answers durable
             conn.execute("COMMIT")
             self._answer_files.committed()
         except (sqlite3.Error, OSError) as exc:  # storage refused: nothing of it happened
@@ -489,42 +490,71 @@ class SqliteStore(Snapshots):
     def _flush(self, changes: PendingChanges) -> None:
         """Append the accepted reports to the log and add completed devices to the counts.
 
-        A wide group is summed on a helper thread while this one seals and writes it, and the
-        answer files are flushed to disk on another while the sums finish: numpy, the cipher,
-        the file writes and fdatasync all release the interpreter lock."""
-        conn = self._sql()
+        On helper threads, while this one inserts the rows: a wide group's sums, and each
+        answer-file row's answers sealed, written and flushed to disk (numpy, the cipher,
+        pwrite and fdatasync all release the interpreter lock). All are done when it returns,
+        so the COMMIT that follows only names answers already on disk."""
         summing: list[tuple[QueryState, Accepted, Future[list[Counts]]]] = []
-        for query_id, accepted in changes.accepted.items():
-            if accepted.count == 0:
-                continue
-            state = self._states[query_id]
-            if self._aside is not None and accepted.completed * state.answer_bytes > _WIDE_SUMS:
-                summing.append(
-                    (state, accepted, self._aside.submit(state.completed_sums, accepted))
-                )
-            else:
-                state.add_completed(accepted)
-            held = self._held[query_id]
-            row = LogRow.of(query_id, accepted)
-            if held.cipher is None or state.answer_bytes < self._answer_file_bytes:
-                seq = conn.execute(INSERT_LOG, held.sealed(row)).lastrowid  # answers in the row
-            else:
-                row, answers = held.sealed_apart(row, self._seal_buffer)
-                with answers:  # released after: the buffer may grow for the next group
-                    at = self._answer_files.append(query_id, answers)
-                seq = conn.execute(INSERT_LOG_AT, (*row, at)).lastrowid
-            assert seq is not None
-            held.written(seq)
-            self._report_counts[query_id] = self._report_counts.get(query_id, 0) + accepted.count
-            changes.report_count += accepted.count
-        syncing = None
-        if self._aside is not None and summing and self._answer_files.unsynced:
-            syncing = self._aside.submit(self._answer_files.sync)
+        writing: list[Future[None]] = []
+        try:
+            for query_id, accepted in changes.accepted.items():
+                if accepted.count:
+                    self._flush_query(query_id, accepted, summing, writing)
+                    changes.report_count += accepted.count
+        finally:
+            # Every helper is done before anything else happens: a rollback must not cut a
+            # file back while a helper still writes to it.
+            helpers: list[Future[Any]] = [sums for _, _, sums in summing]
+            wait([*helpers, *writing])
         for state, accepted, sums in summing:
             state.add_sums(accepted, sums.result())
-        if syncing is not None:
-            syncing.result()
+        for written in writing:
+            written.result()  # a failed write raises here: the group fails, nothing stays
         changes.accepted.clear()
+
+    def _flush_query(
+        self,
+        query_id: str,
+        accepted: Accepted,
+        summing: list[tuple[QueryState, Accepted, Future[list[Counts]]]],
+        writing: list[Future[None]],
+    ) -> None:
+        """Insert one query's log row; its sums and answer-file write may go to helpers
+        (appended to `summing` and `writing`)."""
+        conn = self._sql()
+        state = self._states[query_id]
+        if self._aside is not None and accepted.completed * state.answer_bytes > _WIDE_SUMS:
+            summing.append((state, accepted, self._aside.submit(state.completed_sums, accepted)))
+        else:
+            state.add_completed(accepted)
+        held = self._held[query_id]
+        row = LogRow.of(query_id, accepted)
+        if held.cipher is None or state.answer_bytes < self._answer_file_bytes:
+            seq = conn.execute(INSERT_LOG, held.sealed(row)).lastrowid  # answers in the row
+        else:
+            clear_bytes = len(row.answers)
+            row, seal = held.sealed_apart(row)
+            fd, at = self._answer_files.reserve(query_id, clear_bytes)
+            if self._aside is None:
+                self._write_answers(seal, fd, at)
+            else:
+                writing.append(self._aside.submit(self._write_answers, seal, fd, at))
+            seq = conn.execute(INSERT_LOG_AT, (*row, at)).lastrowid
+        assert seq is not None
+        held.written(seq)
+        self._report_counts[query_id] = self._report_counts.get(query_id, 0) + accepted.count
+
+    def _write_answers(self, seal: SealAnswers, fd: int, offset: int) -> None:
+        """Seal a row's answers, write them at their reserved place in the query's answer
+        file and make them durable (on a helper thread: the cipher, pwrite and fdatasync
+        release the interpreter lock, so the writer goes on with the group meanwhile)."""
+        buffer = self._buffers.pop() if self._buffers else bytearray()
+        try:
+            with seal(buffer) as answers:  # released after: the buffer may grow when reused
+                write_at(fd, offset, answers)
+            os.fdatasync(fd)
+        finally:
+            self._buffers.append(buffer)
 
     def _attach(self, state: QueryState, cipher: ReportCipher | None) -> QueryState:
         """Let `state` find its held reports in the log rather than keep them in memory
