@@ -399,13 +399,27 @@ class QueryState:
 
     def add_completed(self, accepted: Accepted) -> None:
         """Add the completed devices' answers of one group to the counts (vectorized)."""
-        n_completed = accepted.completed
+        self.add_sums(accepted, self.completed_sums(accepted))
+
+    def completed_sums(self, accepted: Accepted) -> list[npt.NDArray[np.int64]]:
+        """Per round, the completed devices' answers of one group summed per target. Reads
+        nothing that admission changes: may run on another thread while the group is
+        written (numpy releases the interpreter lock in its loops)."""
+        n_completed, n_targets = accepted.completed, len(self.spec.targets)
         if n_completed == 0:
+            return []
+        return [
+            column_sums(b"".join(answers), n_completed, n_targets)
+            for answers in accepted.completed_answers
+        ]
+
+    def add_sums(self, accepted: Accepted, sums: list[npt.NDArray[np.int64]]) -> None:
+        """Add `completed_sums(accepted)` to the counts."""
+        if accepted.completed == 0:
             return
-        n_targets = len(self.spec.targets)
-        for round_index, answers in enumerate(accepted.completed_answers):
-            self.counts[round_index] += column_sums(b"".join(answers), n_completed, n_targets)
-        self.completed_devices += n_completed
+        for round_index, total in enumerate(sums):
+            self.counts[round_index] += total
+        self.completed_devices += accepted.completed
         accepted.counted = True
 
     def progress(self) -> Progress:

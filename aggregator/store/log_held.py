@@ -5,7 +5,8 @@ each log row's reports start (a few numbers per commit group, not per report) an
 one report's pseudonym and answers with `substr` when asked. Reports accepted since the last
 flush are not in the log yet: they stay in memory until the store writes them and calls
 `written`. Rows encrypted under the query's key (`report_cipher`) are decrypted here: the
-report's bytes alone, at their place in the row's keystream.
+report's bytes alone, at their place in the row's keystream. A row whose answers are in the
+query's answer file (`answer_files`) has the report's answers read from there.
 """
 
 from __future__ import annotations
@@ -15,13 +16,17 @@ import sqlite3
 from collections.abc import Callable
 
 from aggregator.held import HeldReport, InMemoryHeld, run_report
+from aggregator.store.answer_files import AnswerFiles
 from aggregator.store.report_cipher import ReportCipher
 from aggregator.store.rows import LogRow
 from ldpcollect.wire import REPORT_KEY_BYTES
 
+# Seals a row's answers into a buffer and returns a view of it (`LogHeld.sealed_apart`).
+SealAnswers = Callable[[bytearray], memoryview]
+
 _FETCH = (
-    "SELECT round, n, nonce, substr(pseudonyms, ?, ?), substr(answers, ?, ?) FROM reports "
-    "WHERE seq = ?"
+    "SELECT round, n, nonce, answers_at, substr(pseudonyms, ?, ?), substr(answers, ?, ?) "
+    "FROM reports WHERE seq = ?"
 )
 
 
@@ -33,11 +38,14 @@ class LogHeld:
         answer_bytes: int,
         connection: Callable[[], sqlite3.Connection],
         cipher: ReportCipher | None = None,
+        files: tuple[AnswerFiles, str] | None = None,
     ) -> None:
-        """`cipher`: the query's key, with which its new rows are written (None: in clear)."""
+        """`cipher`: the query's key, with which its new rows are written (None: in clear).
+        `files`: the answer files and this query's id, where rows may keep their answers."""
         self._width = answer_bytes
         self._connection = connection
         self.cipher = cipher
+        self._files = files
         self._firsts: list[int] = []  # ordinal of each written row's first report
         self._seqs: list[int] = []
         self._written = 0  # reports in written rows
@@ -50,13 +58,28 @@ class LogHeld:
         self._pending.hold(round_, n, pseudonyms, answers)
 
     def sealed(self, row: LogRow) -> LogRow:
-        """`row` as it is written: encrypted when the query has a key."""
+        """`row` as it is written in the log: encrypted when the query has a key."""
         if self.cipher is None:
             return row
         nonce, (ids, pseudonyms, answers) = self.cipher.seal(
             row.report_ids, row.pseudonyms, row.answers
         )
         return row._replace(report_ids=ids, pseudonyms=pseudonyms, answers=answers, nonce=nonce)
+
+    def sealed_apart(self, row: LogRow) -> tuple[LogRow, SealAnswers]:
+        """`row` encrypted as one stream (report ids, pseudonyms, then answers) under the
+        query's key, without its answers (they go to the query's answer file), and what
+        seals them: into a given buffer, returning a view of it (on any thread)."""
+        cipher = self.cipher
+        if cipher is None:
+            raise RuntimeError("only a query with a key keeps its answers apart")
+        nonce, (ids, pseudonyms) = cipher.seal(row.report_ids, row.pseudonyms)
+        offset, answers = len(row.report_ids) + len(row.pseudonyms), row.answers
+
+        def seal(buffer: bytearray) -> memoryview:
+            return cipher.apply_into(nonce, offset, answers, buffer)
+
+        return row._replace(report_ids=ids, pseudonyms=pseudonyms, answers=b"", nonce=nonce), seal
 
     def opened(self, row: LogRow, *, answers: bool = True) -> LogRow:
         """A row read back, in clear (`answers=False`: its answers were not read)."""
@@ -97,8 +120,15 @@ class LogHeld:
         )
         if found is None:
             raise RuntimeError(f"report log row {self._seqs[row]} is indexed but missing")
-        round_, n, nonce, pseudonym, answers = found
-        pseudonym, answers = bytes(pseudonym), bytes(answers)
+        round_, n, nonce, answers_at, pseudonym, answers = found
+        pseudonym = bytes(pseudonym)
+        if answers_at is None:
+            answers = bytes(answers)
+        elif self._files is None:
+            raise RuntimeError("report log row names an answer file but none is open")
+        else:
+            files, query_id = self._files
+            answers = files.read(query_id, answers_at + i * w, w)
         if nonce is not None:
             if self.cipher is None:
                 raise RuntimeError("report log row is encrypted but its query has no key")

@@ -27,7 +27,10 @@ Design
   anyway, in compact sorted form, and are rebuilt from the log at start with one sort per
   index. SQLite keeps no per-report index: a group costs one row insert, not one B-tree
   insert per report and unique key. A repeated report id is compared with the report it
-  names by reading that one report back from its log row (`log_held`).
+  names by reading that one report back from its log row (`log_held`). An encrypted query's
+  answers live in an append-only file of its own beside the database (`answer_files`),
+  flushed to disk before the COMMIT of the rows that point at them: SQLite would write them
+  twice (log and checkpoint).
 - Reads (list, get, release, ledger) see immutable snapshots published after each commit.
 """
 
@@ -36,11 +39,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import queue
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -56,10 +61,11 @@ from aggregator.model import (
     ReleaseRecord,
     SubmitResult,
 )
-from aggregator.rounds import LogEntry, QueryState, ReportColumns
+from aggregator.rounds import Accepted, Counts, LogEntry, QueryState, ReportColumns
 from aggregator.store import spent_tokens
+from aggregator.store.answer_files import AnswerFiles, write_at
 from aggregator.store.base import LedgerFn, ReleaseFn
-from aggregator.store.log_held import LogHeld
+from aggregator.store.log_held import LogHeld, SealAnswers
 from aggregator.store.release_codec import release_from_json, release_to_json
 from aggregator.store.report_cipher import ReportCipher
 from aggregator.store.report_keys import erase_reports, load_keys, record_key
@@ -68,9 +74,10 @@ from aggregator.store.single_writer import DatabaseInUse, WriterLock
 from aggregator.store.snapshots import Snapshots
 from aggregator.store.sqlite_file import (
     INSERT_LOG,
+    INSERT_LOG_AT,
     SCHEMA,
     DatabaseUnusable,
-    add_report_nonces,
+    add_report_columns,
     create_private,
     migrate_legacy_reports,
     storage_error,
@@ -106,6 +113,8 @@ _STOP = object()
 # The commit delay is skipped for a group that already holds this many reports (its commit is
 # well amortized).
 _AMORTIZED_GROUP_REPORTS = 1_000
+# A group whose completed answers exceed this many bytes is summed on a second thread.
+_WIDE_SUMS = 1 << 20
 
 
 class SqliteStore(Snapshots):
@@ -119,9 +128,13 @@ class SqliteStore(Snapshots):
         synchronous: str = "FULL",
         max_pages: int | None = None,
         observer: CommitObserver | None = None,
+        answer_file_bytes: int = 64,
     ) -> None:
         """`max_pages` caps the file's size in pages (PRAGMA max_page_count, 4 KiB pages):
-        beyond it writes fail as on a full disk."""
+        beyond it writes fail as on a full disk. An encrypted query whose answers take at
+        least `answer_file_bytes` a report (64: 512 targets) writes them to its answer file
+        (`answer_files`); narrower answers stay in the log rows, where the second write costs
+        little and a batch mixing queries is spared one fdatasync per query."""
         if synchronous.upper() not in {"FULL", "NORMAL", "EXTRA"}:
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, got {synchronous!r}")
         super().__init__()
@@ -143,6 +156,10 @@ class SqliteStore(Snapshots):
         self._release_records: dict[str, ReleaseRecord] = {}
         self._report_counts: dict[str, int] = {}
         self._held: dict[str, LogHeld] = {}
+        self._answer_files = AnswerFiles(self._path)
+        self._answer_file_bytes = answer_file_bytes
+        self._buffers: list[bytearray] = []  # reused to seal answers into (`_write_answers`)
+        self._aside: ThreadPoolExecutor | None = None  # the writer's helpers (`_flush`)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -159,11 +176,13 @@ class SqliteStore(Snapshots):
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            self._answer_files.close()
             self._writer_lock.release()
             if isinstance(exc, DatabaseInUse):
                 raise
             raise DatabaseUnusable(self._path, exc) from exc
         self._publish(self._states.values())
+        self._aside = ThreadPoolExecutor(2, thread_name_prefix="sqlite-aside")
         self._thread = threading.Thread(target=self._writer, name="sqlite-writer", daemon=True)
         self._thread.start()
 
@@ -180,7 +199,7 @@ class SqliteStore(Snapshots):
         migrate_legacy_reports(conn, self._path)
         for statement in SCHEMA:
             conn.execute(statement)
-        add_report_nonces(conn)
+        add_report_columns(conn)
         self._load()
         # Old log frames may still hold deleted reports (e.g. a kill right after a release).
         self._checkpoint()
@@ -191,9 +210,13 @@ class SqliteStore(Snapshots):
         self._queue.put(_STOP)
         await asyncio.to_thread(self._thread.join)
         self._thread = None
+        if self._aside is not None:
+            self._aside.shutdown()
+            self._aside = None
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        self._answer_files.close()
         self._writer_lock.release()
 
     # ------------------------------------------------------------------ writes
@@ -392,8 +415,10 @@ class SqliteStore(Snapshots):
                 _UPDATE_PROGRESS,
                 [(*progress_values(s), s.spec.query_id) for s in changes.touched.values()],
             )
+            self._answer_files.sync_names()  # `_flush` made the answers durable
             conn.execute("COMMIT")
-        except sqlite3.Error as exc:  # storage refused the transaction: nothing of it happened
+            self._answer_files.committed()
+        except (sqlite3.Error, OSError) as exc:  # storage refused: nothing of it happened
             log.error("transaction of %d request(s) failed in %s: %s", len(batch), self._path, exc)
             self._rollback()
             reread = changes.withdraw(self._states)
@@ -408,6 +433,7 @@ class SqliteStore(Snapshots):
         except Exception:  # a defect: memory may be half-changed, so read everything again
             log.exception("transaction failed; reloading state from %s", self._path)
             self._rollback()
+            self._answer_files.close()  # reopened, and cut back, by the reload
             self._load()
             changes.touched = dict(self._states)
             error = StorageFailure("internal error while storing; nothing was stored; retry")
@@ -416,6 +442,8 @@ class SqliteStore(Snapshots):
             if changes.forgotten:
                 # A release deleted reports: take them out of the write-ahead log file too.
                 self._checkpoint()
+                for query_id in changes.forgotten:
+                    self._answer_files.delete(query_id)
         self._publish(changes.touched.values())
         elapsed = time.perf_counter() - started
         if self._observer is not None:
@@ -440,6 +468,7 @@ class SqliteStore(Snapshots):
         conn = self._sql()
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+        self._answer_files.rollback()
 
     def _checkpoint(self) -> None:
         """Copy the write-ahead log into the file and truncate it to zero bytes."""
@@ -459,25 +488,79 @@ class SqliteStore(Snapshots):
         return self._conn
 
     def _flush(self, changes: PendingChanges) -> None:
-        """Append the accepted reports to the log and add completed devices to the counts."""
-        conn = self._sql()
-        for query_id, accepted in changes.accepted.items():
-            if accepted.count == 0:
-                continue
-            held = self._held[query_id]
-            seq = conn.execute(INSERT_LOG, held.sealed(LogRow.of(query_id, accepted))).lastrowid
-            assert seq is not None
-            state = self._states[query_id]
-            held.written(seq)
-            state.add_completed(accepted)
-            self._report_counts[query_id] = self._report_counts.get(query_id, 0) + accepted.count
-            changes.report_count += accepted.count
+        """Append the accepted reports to the log and add completed devices to the counts.
+
+        On helper threads, while this one inserts the rows: a wide group's sums, and each
+        answer-file row's answers sealed, written and flushed to disk (numpy, the cipher,
+        pwrite and fdatasync all release the interpreter lock). All are done when it returns,
+        so the COMMIT that follows only names answers already on disk."""
+        summing: list[tuple[QueryState, Accepted, Future[list[Counts]]]] = []
+        writing: list[Future[None]] = []
+        try:
+            for query_id, accepted in changes.accepted.items():
+                if accepted.count:
+                    self._flush_query(query_id, accepted, summing, writing)
+                    changes.report_count += accepted.count
+        finally:
+            # Every helper is done before anything else happens: a rollback must not cut a
+            # file back while a helper still writes to it.
+            helpers: list[Future[Any]] = [sums for _, _, sums in summing]
+            wait([*helpers, *writing])
+        for state, accepted, sums in summing:
+            state.add_sums(accepted, sums.result())
+        for written in writing:
+            written.result()  # a failed write raises here: the group fails, nothing stays
         changes.accepted.clear()
+
+    def _flush_query(
+        self,
+        query_id: str,
+        accepted: Accepted,
+        summing: list[tuple[QueryState, Accepted, Future[list[Counts]]]],
+        writing: list[Future[None]],
+    ) -> None:
+        """Insert one query's log row; its sums and answer-file write may go to helpers
+        (appended to `summing` and `writing`)."""
+        conn = self._sql()
+        state = self._states[query_id]
+        if self._aside is not None and accepted.completed * state.answer_bytes > _WIDE_SUMS:
+            summing.append((state, accepted, self._aside.submit(state.completed_sums, accepted)))
+        else:
+            state.add_completed(accepted)
+        held = self._held[query_id]
+        row = LogRow.of(query_id, accepted)
+        if held.cipher is None or state.answer_bytes < self._answer_file_bytes:
+            seq = conn.execute(INSERT_LOG, held.sealed(row)).lastrowid  # answers in the row
+        else:
+            clear_bytes = len(row.answers)
+            row, seal = held.sealed_apart(row)
+            fd, at = self._answer_files.reserve(query_id, clear_bytes)
+            if self._aside is None:
+                self._write_answers(seal, fd, at)
+            else:
+                writing.append(self._aside.submit(self._write_answers, seal, fd, at))
+            seq = conn.execute(INSERT_LOG_AT, (*row, at)).lastrowid
+        assert seq is not None
+        held.written(seq)
+        self._report_counts[query_id] = self._report_counts.get(query_id, 0) + accepted.count
+
+    def _write_answers(self, seal: SealAnswers, fd: int, offset: int) -> None:
+        """Seal a row's answers, write them at their reserved place in the query's answer
+        file and make them durable (on a helper thread: the cipher, pwrite and fdatasync
+        release the interpreter lock, so the writer goes on with the group meanwhile)."""
+        buffer = self._buffers.pop() if self._buffers else bytearray()
+        try:
+            with seal(buffer) as answers:  # released after: the buffer may grow when reused
+                write_at(fd, offset, answers)
+            os.fdatasync(fd)
+        finally:
+            self._buffers.append(buffer)
 
     def _attach(self, state: QueryState, cipher: ReportCipher | None) -> QueryState:
         """Let `state` find its held reports in the log rather than keep them in memory
         (`cipher`: the query's report key, None for a query whose rows are in clear)."""
-        held = LogHeld(state.answer_bytes, self._sql, cipher)
+        files = None if cipher is None else (self._answer_files, state.spec.query_id)
+        held = LogHeld(state.answer_bytes, self._sql, cipher, files)
         state.held = self._held[state.spec.query_id] = held
         return state
 
@@ -498,14 +581,26 @@ class SqliteStore(Snapshots):
         """Rebuild `state`'s dedup indexes from its report log rows; returns the reports."""
         # Answers are read only where restoring needs them: SP's waiting round-1 answers.
         answers = "answers" if state.keeps_round1_answers else "NULL"
-        held = self._held[state.spec.query_id]
+        query_id, width = state.spec.query_id, state.answer_bytes
+        held = self._held[query_id]
+        (end,) = (
+            self._sql()
+            .execute(
+                "SELECT coalesce(max(answers_at + n * ?), 0) FROM reports WHERE query_id = ?",
+                (width, query_id),
+            )
+            .fetchone()
+        )
+        self._answer_files.recover(query_id, int(end))  # cut off what never committed
         entries: list[LogEntry] = []
-        for seq, round_, n, nonce, report_ids, pseudonyms, packed in self._sql().execute(
-            f"SELECT seq, round, n, nonce, report_ids, pseudonyms, {answers} FROM reports "
-            "WHERE query_id = ? ORDER BY seq",
-            (state.spec.query_id,),
+        for seq, round_, n, nonce, at, report_ids, pseudonyms, packed in self._sql().execute(
+            f"SELECT seq, round, n, nonce, answers_at, report_ids, pseudonyms, {answers} "
+            "FROM reports WHERE query_id = ? ORDER BY seq",
+            (query_id,),
         ):
-            row = LogRow(state.spec.query_id, round_, n, report_ids, pseudonyms, packed, nonce)
+            if packed is not None and at is not None:
+                packed = self._answer_files.read(query_id, at, n * width)
+            row = LogRow(query_id, round_, n, report_ids, pseudonyms, packed, nonce)
             row = held.opened(row, answers=packed is not None)
             if packed is None:
                 row = row._replace(answers=b"\0" * (n * state.answer_bytes))
@@ -546,6 +641,7 @@ class SqliteStore(Snapshots):
                 self._report_counts[query_id] = counts.get(query_id, 0)
             return
         self._report_counts = counts
+        self._answer_files.keep_only(set(counts))  # left by a release or a failed first group
         self._release_records = {
             qid: release_from_json(body)
             for qid, body in conn.execute("SELECT query_id, body FROM releases")

@@ -5,6 +5,7 @@ the older one-row-per-report layout, and the errors that name the file and what 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import sqlite3
@@ -39,13 +40,21 @@ INSERT_LOG = (
     f"INSERT INTO reports ({', '.join(LogRow._fields)}) "
     f"VALUES ({', '.join('?' * len(LogRow._fields))})"
 )
+# A row whose answers are in the query's answer file (`answer_files`), at `answers_at`.
+INSERT_LOG_AT = (
+    f"INSERT INTO reports ({', '.join(LogRow._fields)}, answers_at) "
+    f"VALUES ({', '.join('?' * (len(LogRow._fields) + 1))})"
+)
 
 
-def add_report_nonces(conn: sqlite3.Connection) -> None:
-    """Give a report log made before rows were encrypted its `nonce` column (NULL: clear)."""
+def add_report_columns(conn: sqlite3.Connection) -> None:
+    """Give a report log made before rows were encrypted its `nonce` column (NULL: clear),
+    and one made before answer files its `answers_at` column (NULL: answers in the row)."""
     columns = {row[1] for row in conn.execute("PRAGMA table_info(reports)")}
     if "nonce" not in columns:
         conn.execute("ALTER TABLE reports ADD COLUMN nonce BLOB")
+    if "answers_at" not in columns:
+        conn.execute("ALTER TABLE reports ADD COLUMN answers_at INTEGER")
 
 
 # Before the report log (schema version 1), reports were stored one row each; such a file is
@@ -118,8 +127,14 @@ def create_private(path: str) -> None:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
 
-def storage_error(exc: sqlite3.Error) -> ServiceError:
-    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def storage_error(exc: sqlite3.Error | OSError) -> ServiceError:
+    """What to tell the callers of a transaction that storage refused (SQLite's file, or an
+    answer file)."""
+    full = isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS
+    if full or getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
         return Unavailable(
             "the aggregator's storage is full: nothing of this request was stored; retry later"
         )

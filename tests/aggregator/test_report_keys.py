@@ -32,6 +32,27 @@ def test_any_slice_of_a_row_decrypts_alone(data: bytes, start: int, nonce: bytes
     assert cipher.open_at(nonce, start, sealed[start:]) == data[start:]
 
 
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(st.binary(max_size=70), min_size=1, max_size=3),
+    st.binary(max_size=300),
+    st.integers(0, 400),
+    st.binary(min_size=16, max_size=16),
+)
+def test_a_column_sealed_into_a_buffer_continues_the_rows_stream(
+    head: list[bytes], tail: bytes, spare: int, nonce: bytes
+) -> None:
+    """The answers, sealed apart into a reused buffer (of any length) at the block where the
+    other columns end, are the bytes one stream over all the columns gives."""
+    cipher = ReportCipher(bytes(range(32)))
+    head = [c + bytes(-len(c) % 16) for c in head]  # the other columns: whole blocks
+    *_, whole = cipher.open(nonce, *head, tail)
+    buffer = bytearray(b"\xff" * spare)
+    apart = cipher.apply_into(nonce, sum(map(len, head)), tail, buffer)
+    assert bytes(apart) == whole
+    assert cipher.open_at(nonce, sum(map(len, head)), bytes(apart)) == tail
+
+
 def _random_keyed(seed: int) -> list[ReportIn]:
     """300 valid reports with random report ids and pseudonyms (findable in a file's bytes)."""
     rng = random.Random(seed)
@@ -42,9 +63,9 @@ def _random_keyed(seed: int) -> list[ReportIn]:
 
 
 def _file_bytes(db: Path) -> bytes:
-    return b"".join(
-        p.read_bytes() for p in sorted(db.parent.iterdir()) if p.name.startswith(db.name)
-    )
+    """Every byte of the database's files: the file, its -wal and -shm, its answer files."""
+    files = sorted(p for p in db.parent.rglob("*") if p.is_file() and p.name != "writer.lock")
+    return b"".join(p.read_bytes() for p in files if str(p).startswith(str(db)))
 
 
 async def _fill_and_release(db: Path, reports: list[ReportIn], *, drop_key: bool) -> None:
@@ -55,7 +76,7 @@ async def _fill_and_release(db: Path, reports: list[ReportIn], *, drop_key: bool
     if drop_key:  # as in a file written before rows were encrypted: the query has no key
         with closing(sqlite3.connect(db)) as conn, conn:
             conn.execute("DELETE FROM report_keys")
-    store = SqliteStore(db)
+    store = SqliteStore(db, answer_file_bytes=1)  # answers in the answer file when encrypted
     await store.open()
     assert (await store.submit(ReportColumns.of(reports[:150]))).accepted == 150
     await store.close()
@@ -73,7 +94,7 @@ def test_encrypted_rows_hold_no_clear_report_bytes_and_the_release_erases_the_ke
 ) -> None:
     db = tmp_path / "enc.db"
     reports = _random_keyed(1)
-    store = SqliteStore(db)
+    store = SqliteStore(db, answer_file_bytes=1)
 
     async def fill() -> bytes:
         await store.open()
@@ -89,8 +110,11 @@ def test_encrypted_rows_hold_no_clear_report_bytes_and_the_release_erases_the_ke
     key = asyncio.run(fill())
     contents = _file_bytes(db)
     assert not [r for r in reports if r.pseudonym in contents or r.report_id in contents]
+    assert b"".join(r.answers for r in reports) not in contents  # the answer file is sealed
+    assert len(list((tmp_path / "enc.db.answers").iterdir())) == 1
     asyncio.run(_released(db))
     assert key not in _file_bytes(db)
+    assert list((tmp_path / "enc.db.answers").iterdir()) == []  # deleted with the release
 
 
 async def _released(db: Path) -> None:

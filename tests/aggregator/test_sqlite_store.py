@@ -9,6 +9,7 @@ the older one-row-per-report layout is converted when opened.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import signal
 import sqlite3
@@ -42,17 +43,30 @@ class TestSqliteStore(StoreContract):
         return SqliteStore(where / "store.db")
 
 
+class TestSqliteStoreWithAnswerFiles(StoreContract):
+    """The same rules with every query's answers in its answer file (the contract's queries
+    are narrower than the default `answer_file_bytes`)."""
+
+    def make_store(self, where: Path) -> SqliteStore:
+        return SqliteStore(where / "store.db", answer_file_bytes=1)
+
+
 def _log_sums(db: Path) -> tuple[int, list[int], set[bytes]]:
-    """Reports, per-target Yes counts and report ids in the log, read with plain SQL and
-    decrypted with the query's key."""
+    """Reports, per-target Yes counts and report ids in the log, read with plain SQL (the
+    answers from the query's answer file) and decrypted with the query's key."""
     ids: set[bytes] = set()
     total = 0
     counts = np.zeros(N_TARGETS, dtype=np.int64)
     with closing(sqlite3.connect(db)) as conn, conn:
         keys = dict(conn.execute("SELECT query_id, key FROM report_keys"))
-        for query_id, nonce, n, report_ids, pseudonyms, answers in conn.execute(
-            "SELECT query_id, nonce, n, report_ids, pseudonyms, answers FROM reports"
+        for query_id, nonce, n, at, report_ids, pseudonyms, answers in conn.execute(
+            "SELECT query_id, nonce, n, answers_at, report_ids, pseudonyms, answers FROM reports"
         ):
+            if at is not None:
+                name = hashlib.sha256(query_id.encode()).hexdigest()
+                with open(f"{db}.answers/{name}", "rb") as file:
+                    file.seek(at)
+                    answers = file.read(2 * n)
             cipher = ReportCipher(keys[query_id])
             report_ids, _, answers = cipher.open(nonce, report_ids, pseudonyms, answers)
             total += n
@@ -127,12 +141,14 @@ def test_a_process_killed_between_groups_keeps_whole_acknowledged_groups(tmp_pat
 
 async def test_a_failed_transaction_changes_nothing_and_a_retry_succeeds(tmp_path: Path) -> None:
     db = tmp_path / "fail.db"
-    store = SqliteStore(db)
+    store = SqliteStore(db, answer_file_bytes=1)
     await store.open()
     try:
         await store.create_query(spec("q", SP), 0.0)
         first = await store.submit(ReportColumns.of(rr_run(0, 50, 1)))
         assert first.accepted == 50
+        answers = Path(f"{db}.answers") / hashlib.sha256(b"q").hexdigest()
+        assert answers.stat().st_size == 50 * 2
         # Storage refuses the next log row (as a full disk would) in the middle of the group.
         with closing(sqlite3.connect(db)) as conn, conn:
             conn.execute(
@@ -149,6 +165,7 @@ async def test_a_failed_transaction_changes_nothing_and_a_retry_succeeds(tmp_pat
         info = store.query("q")
         assert info is not None and list(info.reports_per_round) == [50, 0]
         assert store.stored_report_count("q") == 50
+        assert answers.stat().st_size == 50 * 2  # what the failed group appended is cut off
         with closing(sqlite3.connect(db)) as conn, conn:
             conn.execute("DROP TRIGGER refuse")
         retried = await store.submit(ReportColumns.of(second))

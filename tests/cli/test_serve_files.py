@@ -20,6 +20,7 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 
 import grpc
+import pytest
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from ldpcollect.v1 import ldpcollect_pb2 as pb
@@ -104,7 +105,10 @@ def test_a_new_database_is_announced_and_private(tmp_path: Path) -> None:
     assert "creating" not in err  # an existing file is used as it is
 
 
-def test_after_a_release_and_a_kill_no_report_bytes_remain_in_any_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("targets", [10, 1000])  # answers in the log rows, in an answer file
+def test_after_a_release_and_a_kill_no_report_bytes_remain_in_any_file(
+    tmp_path: Path, targets: int
+) -> None:
     db = tmp_path / "agg.db"
     rng = random.Random(20261201)
     n_devices = 300
@@ -119,20 +123,28 @@ def test_after_a_release_and_a_kill_no_report_bytes_remain_in_any_file(tmp_path:
                     randomized_response=pb.RandomizedResponse(flip1="0.85", flip2="0.3")
                 ),
                 location_scheme=pb.LocationScheme(grid=pb.GridScheme()),
-                targets=list(range(1, 11)),
+                targets=list(range(1, targets + 1)),
                 min_reports=1,
             ),
             metadata=ADMIN,
         )
+        sent: list[bytes] = []
         for pseudonym, report_id in zip(pseudonyms, report_ids, strict=True):
             report = pb.Report(
                 query_id="gone",
                 round=1,
                 device_pseudonym=pseudonym,
                 report_id=report_id,
-                answers=bytes([rng.randrange(256), rng.randrange(4) << 6]),
+                answers=(
+                    rng.randbytes(targets // 8)
+                    if targets % 8 == 0
+                    else bytes([rng.randrange(256), rng.randrange(4) << 6])
+                ),
             )
             collector.SubmitReport(pb.SubmitReportRequest(report=report))
+            sent.append(report.answers)
+        if targets > 10:  # wide: its answers went to the query's answer file
+            assert len(list(Path(f"{db}.answers").iterdir())) == 1
         admin.CloseQuery(pb.CloseQueryRequest(query_id="gone"), metadata=ADMIN)
         # The key the reports are encrypted under: a release must leave it nowhere either.
         with closing(sqlite3.connect(db)) as reader:
@@ -144,13 +156,16 @@ def test_after_a_release_and_a_kill_no_report_bytes_remain_in_any_file(tmp_path:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
 
-    files = sorted(p for p in tmp_path.iterdir() if p.name.startswith(db.name))
+    paths = sorted(p for p in tmp_path.rglob("*") if str(p).startswith(str(db)))
+    for path in paths:  # the file, its -wal and -shm, the answer files' directory
+        assert stat.S_IMODE(path.stat().st_mode) == (0o700 if path.is_dir() else 0o600), path
+    files = [p for p in paths if p.is_file()]
     assert db in files
-    for path in files:
-        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    assert not [p for p in files if p.parent != tmp_path]  # the answer file went with it
     contents = b"".join(path.read_bytes() for path in files)
     left = [key.hex() for key in pseudonyms + report_ids if key in contents]
     assert not left, f"{len(left)} pseudonyms or report ids left in {[p.name for p in files]}"
+    assert not [a for a in sent if len(a) >= 16 and a in contents]  # nor a wide answer
     assert len(key) == 32 and key not in contents
 
 

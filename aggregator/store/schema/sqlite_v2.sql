@@ -41,9 +41,12 @@ CREATE TABLE IF NOT EXISTS reports (  -- append-only report log: one row per que
                                        -- report_keys; NULL: stored in clear. Before the blobs,
                                        -- so reading it does not walk their overflow pages (a
                                        -- file from before gets it last, by ALTER TABLE).
+    answers_at INTEGER,                -- where the answers start in the query's answer file
+                                       -- (`answer_files`; `answers` is then empty); NULL:
+                                       -- in `answers`. Also added by ALTER TABLE.
     report_ids BLOB NOT NULL,          -- n x 16 bytes
     pseudonyms BLOB NOT NULL,          -- n x 16 bytes
-    answers    BLOB NOT NULL           -- n x ceil(targets / 8) bytes
+    answers    BLOB NOT NULL           -- n x ceil(targets / 8) bytes, or none (answers_at)
 );
 
 CREATE INDEX IF NOT EXISTS reports_by_query ON reports (query_id);
