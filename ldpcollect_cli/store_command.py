@@ -1,14 +1,19 @@
 """`ldpcollect store migrate`: create or upgrade the PostgreSQL schema ahead of time.
+`ldpcollect store backup`: a consistent copy of a SQLite store, running or not.
 
 Replicas apply missing schema versions themselves when they start (one at a time, under an
 advisory lock); operators who keep schema changes apart from deploys run this first, as a
 user allowed to create tables, and can then run the replicas as one that is not.
+
+A SQLite store is its database file plus, for wide queries, their answer files
+(`<db>.answers/`): `sqlite3 .backup` alone would copy the first without the second.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -22,7 +27,9 @@ def is_postgres_url(text: str) -> bool:
     return text.startswith(("postgresql://", "postgres://"))
 
 
-store_app = typer.Typer(help="The aggregator's PostgreSQL database.", no_args_is_help=True)
+store_app = typer.Typer(
+    help="The aggregator's database: PostgreSQL schema, SQLite backups.", no_args_is_help=True
+)
 
 StoreUrl = Annotated[
     str,
@@ -63,6 +70,46 @@ def _migrate(url: str, json_out: bool) -> None:
         print(f"applied schema version(s) {', '.join(map(str, applied))}; now at {version}")
     else:
         print(f"schema already at version {version}; nothing to do")
+
+
+@store_app.command("backup")
+def backup_command(
+    destination: Annotated[
+        Path, typer.Argument(help="New file for the copy; its answer files go beside it.")
+    ],
+    db: Annotated[
+        Path, typer.Option("--db", help="The SQLite database of `ldpcollect serve --db`.")
+    ],
+    json_out: Json = False,
+) -> None:
+    """Copy a SQLite store, its answer files included, while it serves or not.
+
+    A consistent snapshot of the database, then exactly the answer bytes it names. Restore by
+    stopping the service and putting both in place (the file and its `.answers` directory).
+    """
+    guarded(lambda: _backup(db, destination, json_out))
+
+
+def _backup(db: Path, destination: Path, json_out: bool) -> None:
+    from aggregator.store.sqlite_backup import backup
+
+    done = backup(db, destination)
+    if json_out:
+        print(
+            json.dumps(
+                {
+                    "database": str(done.database),
+                    "answer_files": done.answer_files,
+                    "answer_bytes": done.answer_bytes,
+                    "snapshots": done.attempts,
+                }
+            )
+        )
+    else:
+        print(
+            f"copied {db} to {done.database} with {done.answer_files} answer file(s) "
+            f"({done.answer_bytes:,} bytes) beside it"
+        )
 
 
 def register(app: typer.Typer) -> None:

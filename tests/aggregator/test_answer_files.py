@@ -16,6 +16,7 @@ from aggregator.errors import AlreadyExists
 from aggregator.release import release_function
 from aggregator.rounds import ReportColumns
 from aggregator.store.sqlite import SqliteStore
+from aggregator.store.sqlite_backup import BackupFailed, backup
 from aggregator.store.sqlite_file import DatabaseUnusable
 from tests.aggregator.store_contract import RR, SP, key, rr_run, spec
 
@@ -185,3 +186,18 @@ def test_a_full_answer_file_refuses_the_group_and_cuts_it_off(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     status, acknowledged = done.stdout.split()
     assert status == "ok" and int(acknowledged) >= 500
+
+
+async def test_a_backup_whose_answers_are_gone_is_refused_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    db, copy = tmp_path / "gone.db", tmp_path / "copy.db"
+    store = SqliteStore(db, answer_file_bytes=1)
+    await store.open()
+    await store.create_query(spec("q", SP), 0.0)
+    assert (await store.submit(ReportColumns.of(rr_run(0, 30, 1)))).accepted == 30
+    await store.close()
+    answer_file(db).unlink()  # as a release between the snapshot and the copy leaves it
+    with pytest.raises(BackupFailed, match="try again"):
+        backup(db, copy, attempts=2)
+    assert not copy.exists() and not Path(f"{copy}.answers").exists()

@@ -1,7 +1,7 @@
 """deploy/: the dev-certificate script makes files `ldpcollect serve` and the CLI accept; the
-README's online backup (`sqlite3 .backup` of a live WAL database) restores into a working
-server; the systemd unit passes `systemd-analyze verify`. Each part is skipped when its tool
-(openssl, sqlite3, systemd-analyze) is not installed."""
+README's online backup (`ldpcollect store backup` of a live WAL database) restores into a
+working server; the systemd unit passes `systemd-analyze verify`. Each part is skipped when
+its tool (openssl, systemd-analyze) is not installed."""
 
 from __future__ import annotations
 
@@ -50,12 +50,7 @@ def test_dev_certs_serve_tls_and_online_backup_restores(tmp_path: Path) -> None:
             "--targets", TARGETS, "--id", "kept", *server,
         )  # fmt: skip
         ok("fleet", "run", "--query", "kept", "--devices", "100", "--no-progress", *server)
-        if shutil.which("sqlite3") is None:
-            return
-        done = subprocess.run(
-            ["sqlite3", str(db), f".backup '{backup}'"], capture_output=True, text=True
-        )
-        assert done.returncode == 0, done.stderr
+        ok("store", "backup", "--db", str(db), str(backup))
     with serving(backup) as address:
         listed = json.loads(ok("query", "list", "--json", "--server", address))
     assert [(q["query_id"], q["reports_per_round"]) for q in listed] == [("kept", [100])]
