@@ -443,7 +443,10 @@ class SqliteStore(Snapshots):
                 # A release deleted reports: take them out of the write-ahead log file too.
                 self._checkpoint()
                 for query_id in changes.forgotten:
-                    self._answer_files.delete(query_id)
+                    try:
+                        self._answer_files.delete(query_id)
+                    except OSError as exc:  # its key is gone; the next start deletes it
+                        log.warning("could not delete the answer file of %r: %s", query_id, exc)
         self._publish(changes.touched.values())
         elapsed = time.perf_counter() - started
         if self._observer is not None:
