@@ -35,6 +35,15 @@ def write_at(fd: int, offset: int, data: bytes | memoryview) -> None:
         view = view[written:]
 
 
+def fsync_path(path: Path) -> None:
+    """fsync a file, or a directory (which makes the names in it durable)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class AnswerFileShort(RuntimeError):
     """A query's answer file ends before its committed rows do."""
 
@@ -64,7 +73,7 @@ class AnswerFiles:
     def sync_names(self) -> None:
         """Make the names of files created since the last call durable (before COMMIT)."""
         if self._new_files:
-            self._sync_directory()
+            fsync_path(self.directory)
             self._new_files = False
 
     def committed(self) -> None:
@@ -111,7 +120,7 @@ class AnswerFiles:
         self._forget(query_id)
         with contextlib.suppress(FileNotFoundError):
             self.path(query_id).unlink()
-            self._sync_directory()
+            fsync_path(self.directory)
 
     def keep_only(self, query_ids: set[str]) -> None:
         """At open: delete the files of queries not in `query_ids` (released, or never
@@ -125,7 +134,7 @@ class AnswerFiles:
         for path in stray:
             path.unlink()
         if stray:
-            self._sync_directory()
+            fsync_path(self.directory)
 
     def close(self) -> None:
         for query_id in list(self._fds):
@@ -137,7 +146,7 @@ class AnswerFiles:
             return fd
         if not self.directory.exists():
             self.directory.mkdir(mode=0o700, exist_ok=True)
-            self._sync_parent()
+            fsync_path(self.directory.parent)
         path = self.path(query_id)
         self._new_files |= not path.exists()
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -153,17 +162,3 @@ class AnswerFiles:
             os.close(fd)
         self._committed.pop(query_id, None)
         self._length.pop(query_id, None)
-
-    def _sync_directory(self) -> None:
-        fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def _sync_parent(self) -> None:
-        fd = os.open(self.directory.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -18,7 +18,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-from aggregator.store.answer_files import AnswerFiles
+from aggregator.store.answer_files import AnswerFiles, fsync_path
 from aggregator.store.sqlite_file import create_private
 
 # Where each query's rows end in its answer file; a query's answers take ceil(T / 8) bytes a
@@ -59,7 +59,7 @@ def backup(source: Path, destination: Path, attempts: int = 5) -> Backup:
             ends = {str(q): int(end) for q, end in conn.execute(_ENDS)}
         copied = _copy_answers(live, AnswerFiles(str(destination)), ends)
         if copied is not None:
-            _sync(destination.parent)
+            fsync_path(destination.parent)
             return Backup(destination, len(ends), copied, attempt)
         # A query's file went away or fell short: it was released after the snapshot.
         destination.unlink()
@@ -78,7 +78,7 @@ def _snapshot(source: Path, destination: Path) -> None:
     ):
         live.backup(copy)
         copy.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
-    _sync_file(destination)
+    fsync_path(destination)
 
 
 def _copy_answers(live: AnswerFiles, copies: AnswerFiles, ends: dict[str, int]) -> int | None:
@@ -106,17 +106,5 @@ def _copy_answers(live: AnswerFiles, copies: AnswerFiles, ends: dict[str, int]) 
             return None
         total += end
     if ends:
-        _sync(copies.directory)
+        fsync_path(copies.directory)
     return total
-
-
-def _sync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _sync(directory: Path) -> None:
-    _sync_file(directory)
