@@ -73,7 +73,7 @@ def backup(source: Path, destination: Path, attempts: int = 5) -> Backup:
 def _snapshot(source: Path, destination: Path) -> None:
     create_private(str(destination))
     with (
-        closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as live,
+        closing(sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)) as live,
         closing(sqlite3.connect(destination)) as copy,
     ):
         live.backup(copy)
