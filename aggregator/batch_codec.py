@@ -7,8 +7,10 @@ and the same layout, as protobuf serializes it (field order 1..5, each present o
 
 so the whole request is `n` equal-length records `0x0a <varint L> <Report>`. `decode_uniform`
 reads the first record's layout, checks with numpy that every record has the same tag and
-length bytes, then slices the columns out of an (n, record) byte matrix. Query ids may differ
-from record to record (a batch mixing queries whose ids have one length).
+length bytes, then slices the columns out of an (n, record) byte matrix. Query ids and rounds
+may differ from record to record (a batch mixing queries whose ids have one length); the usual
+batch, one query and one round, is checked with one comparison of those bytes and the tags
+and lengths together (0.19 against 0.33 µs a report at 100 targets).
 
 Anything else (reports of different lengths, fields in another order, repeated or unknown
 fields, a field proto3 leaves out because it holds its default, such as round 0 or empty
@@ -20,6 +22,7 @@ ever accepts bytes whose protobuf parse has exactly the columns it returns.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -64,13 +67,20 @@ class _Layout:
     report_id: tuple[int, int]
     answers: tuple[int, int]
 
-    def fixed_positions(self) -> npt.NDArray[np.intp]:
-        """Offsets of the bytes that must be equal in all records: tags and lengths."""
-        variable = np.zeros(self.record_bytes, dtype=bool)
-        variable[self.round_at] = True
-        for start, stop in (self.query_id, self.pseudonym, self.report_id, self.answers):
-            variable[start:stop] = True
-        return np.flatnonzero(~variable)
+
+@functools.lru_cache(maxsize=64)
+def _fixed_positions(layout: _Layout, *, one_query_and_round: bool) -> npt.NDArray[np.intp]:
+    """Offsets of the bytes that must be equal in all records: tags and lengths, and with
+    `one_query_and_round` the query id and the round too (the usual batch). Computed once per
+    layout (a fleet sends one); the array is shared: read it, never write to it."""
+    variable = np.zeros(layout.record_bytes, dtype=bool)
+    spans = [layout.pseudonym, layout.report_id, layout.answers]
+    if not one_query_and_round:
+        spans.append(layout.query_id)
+        variable[layout.round_at] = True
+    for start, stop in spans:
+        variable[start:stop] = True
+    return np.flatnonzero(~variable)
 
 
 def _bytes_field(data: bytes, pos: int, tag: int) -> tuple[int, int] | None:
@@ -151,18 +161,29 @@ def decode_uniform(data: bytes) -> ReportColumns | None:
         return None
     n = len(data) // layout.record_bytes
     records = np.frombuffer(data, dtype=np.uint8).reshape(n, layout.record_bytes)
-    fixed = layout.fixed_positions()
-    if n > 1 and not (records[1:, fixed] == records[0, fixed]).all():
-        return None
-    rounds = records[:, layout.round_at]
-    if (rounds >= 0x80).any():
-        return None  # a multi-byte round varint in some record
-    query_ids = _query_ids(records, layout.query_id)
-    if query_ids is None:
-        return None
+    rounds: list[int]
+    common = _fixed_positions(layout, one_query_and_round=True)
+    if (records[1:, common] == records[0, common]).all():
+        # One query and one round, as the first record has them (one comparison in all).
+        start, stop = layout.query_id
+        query_id, round_ = data[start:stop], data[layout.round_at]
+        if round_ >= 0x80 or not query_id.isascii():
+            return None  # a multi-byte round varint; a query id protobuf must check
+        query_ids, rounds = [query_id.decode("ascii")] * n, [round_] * n
+    else:
+        fixed = _fixed_positions(layout, one_query_and_round=False)
+        if not (records[1:, fixed] == records[0, fixed]).all():
+            return None
+        round_column = records[:, layout.round_at]
+        if (round_column >= 0x80).any():
+            return None  # a multi-byte round varint in some record
+        mixed = _query_ids(records, layout.query_id)
+        if mixed is None:
+            return None
+        query_ids, rounds = mixed, round_column.tolist()
     return ReportColumns(
         query_ids=query_ids,
-        rounds=rounds.tolist(),
+        rounds=rounds,
         pseudonyms=_column(records, layout.pseudonym),
         report_ids=_column(records, layout.report_id),
         answers=_column(records, layout.answers),
