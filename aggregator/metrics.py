@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 
 from aggregator.model import SubmitResult
 from aggregator.status_map import outcome_status
+from aggregator.store.writer_phases import WriterPhases
 
 _SIZE_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000)
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
@@ -61,10 +62,24 @@ class AggregatorMetrics:
             registry=self.registry,
         )
 
-    def observe_commit(self, seconds: float, requests: int, reports: int) -> None:
+        self.writer_seconds = Counter(
+            "ldpcollect_writer_seconds",
+            "Time the SQLite store's single writer spent in each phase of its transaction "
+            "groups: apply (the rules, admin changes), write (log rows; answer files flushed "
+            "to disk), commit. A total rate near 1 s/s: the writer is the bottleneck.",
+            ["phase"],
+            registry=self.registry,
+        )
+
+    def observe_commit(
+        self, seconds: float, requests: int, reports: int, phases: WriterPhases | None = None
+    ) -> None:
         self.commit_latency.observe(seconds)
         self.commit_group_requests.observe(requests)
         self.commit_group_reports.observe(reports)
+        if phases is not None:
+            for phase, spent in phases._asdict().items():
+                self.writer_seconds.labels(phase=phase).inc(spent)
 
     def observe_submission(self, result: SubmitResult) -> None:
         """Add a submission's outcomes with one increment per kind."""

@@ -82,6 +82,7 @@ from aggregator.store.sqlite_file import (
     migrate_legacy_reports,
     storage_error,
 )
+from aggregator.store.writer_phases import PhaseClock, WriterPhases
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +97,9 @@ _UPDATE_PROGRESS = (
 
 
 class CommitObserver(Protocol):
-    def observe_commit(self, seconds: float, requests: int, reports: int) -> None: ...
+    def observe_commit(
+        self, seconds: float, requests: int, reports: int, phases: WriterPhases | None = None
+    ) -> None: ...
 
 
 @dataclass
@@ -395,6 +398,7 @@ class SqliteStore(Snapshots):
         changes = PendingChanges()
         results: list[tuple[asyncio.Future[Any], object]] = []
         ledger_before, report_counts_before = self._ledger_body, dict(self._report_counts)
+        clock = PhaseClock()
         try:
             conn.execute("BEGIN IMMEDIATE")
             submissions: list[_Request] = []
@@ -403,20 +407,26 @@ class SqliteStore(Snapshots):
                     submissions.append(request)
                     continue
                 # Admin changes see every report queued before them.
+                with clock.timing("apply"):
+                    self._admit(submissions, changes, results)
+                with clock.timing("write"):
+                    self._flush(changes)
+                with clock.timing("apply"):
+                    try:
+                        results.append((request.future, request.run(changes)))
+                    except ServiceError as exc:
+                        results.append((request.future, exc))
+            with clock.timing("apply"):
                 self._admit(submissions, changes, results)
+            with clock.timing("write"):
                 self._flush(changes)
-                try:
-                    results.append((request.future, request.run(changes)))
-                except ServiceError as exc:
-                    results.append((request.future, exc))
-            self._admit(submissions, changes, results)
-            self._flush(changes)
-            conn.executemany(
-                _UPDATE_PROGRESS,
-                [(*progress_values(s), s.spec.query_id) for s in changes.touched.values()],
-            )
-            self._answer_files.sync_names()  # `_flush` made the answers durable
-            conn.execute("COMMIT")
+            with clock.timing("commit"):
+                conn.executemany(
+                    _UPDATE_PROGRESS,
+                    [(*progress_values(s), s.spec.query_id) for s in changes.touched.values()],
+                )
+                self._answer_files.sync_names()  # `_flush` made the answers durable
+                conn.execute("COMMIT")
             self._answer_files.committed()
         except (sqlite3.Error, OSError) as exc:  # storage refused: nothing of it happened
             log.error("transaction of %d request(s) failed in %s: %s", len(batch), self._path, exc)
@@ -450,7 +460,7 @@ class SqliteStore(Snapshots):
         self._publish(changes.touched.values())
         elapsed = time.perf_counter() - started
         if self._observer is not None:
-            self._observer.observe_commit(elapsed, len(batch), n_reports)
+            self._observer.observe_commit(elapsed, len(batch), n_reports, clock.phases())
         self._resolve(results)
 
     def _admit(

@@ -10,6 +10,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from prometheus_client.parser import text_string_to_metric_families
 
 from aggregator.server import AggregatorServer
 from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
@@ -154,6 +155,16 @@ async def test_metrics_endpoint_counts_reports(tmp_path: Path) -> None:
     assert 'ldpcollect_submission_reports_count{path="batch"} 1.0' in text
     assert "ldpcollect_commit_seconds_count" in text
     assert "ldpcollect_commit_group_reports_sum" in text
+    # The writer's time by phase: each one spent some, and together no more than its groups.
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    writer = families["ldpcollect_writer_seconds"].samples
+    spent = {s.labels["phase"]: s.value for s in writer if s.name.endswith("_total")}
+    (commit_total,) = [
+        s.value for s in families["ldpcollect_commit_seconds"].samples if s.name.endswith("_sum")
+    ]
+    assert set(spent) == {"apply", "write", "commit"}
+    assert all(value > 0 for value in spent.values())
+    assert sum(spent.values()) <= commit_total
 
 
 def test_run_entry_point_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
