@@ -8,7 +8,10 @@ aggregator run the benchmark checks that the aggregator counted every acknowledg
 (nothing acknowledged is lost). Each run also reads the CPU time each server process used
 (/proc), shown as CPU microseconds per acknowledged report: a figure the machine's load moves
 far less than reports per second. Mixed-query batches are also compared with the aggregator's
-own single-query batches (`mixed_over_single`).
+own single-query batches (`mixed_over_single`). From the aggregator's metrics
+(`ldpcollect_writer_seconds`) each run also gets its writer's busy share of the run and its
+microseconds a report in each phase (apply the rules, write, commit): where the serial stage
+spends its time.
 
     python -m bench.ingest [--reports N] [--targets 100] [--repeat 3] [--modes batch,...]
                            [--json] [--plot FILE.png]
@@ -26,12 +29,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -146,6 +151,10 @@ class Row:
     runs: list[LoadResult]
     bare_cpu_us: float  # median server CPU microseconds per acknowledged report
     aggregator_cpu_us: float
+    # The aggregator's writer (`ldpcollect_writer_seconds`), medians over the repetitions:
+    # "busy" (its phases' share of the run's wall time) and microseconds a report per phase.
+    # None when the aggregator does not export it (a `--server-code` checkout from before).
+    writer: dict[str, float] | None = None
 
     def to_json(self) -> dict[str, object]:
         def one(r: LoadResult) -> dict[str, object]:
@@ -172,6 +181,7 @@ class Row:
                 "bare": round(self.bare_cpu_us, 3),
                 "aggregator": round(self.aggregator_cpu_us, 3),
             },
+            "aggregator_writer": self.writer,
         }
 
 
@@ -221,9 +231,10 @@ async def run(args: argparse.Namespace) -> list[Row]:
     aggregated: dict[str, list[LoadResult]] = {m: [] for m in modes}
     counts: dict[str, list[int]] = {m: [] for m in modes}
     cpu: dict[str, list[float]] = {f"{who} {m}": [] for m in modes for who in ("bare", "agg")}
+    writer: dict[str, list[dict[str, float] | None]] = {m: [] for m in modes}
     pids: list[int] = []
     with tempfile.TemporaryDirectory() as tmp:
-        bare_port, port = free_port(), free_port()
+        bare_port, port, metrics_port = free_port(), free_port(), free_port()
         bare_args = [sys.executable, "-m", "bench.bare_server", "--port", str(bare_port)]
         serve = [
             sys.executable,
@@ -236,6 +247,8 @@ async def run(args: argparse.Namespace) -> list[Row]:
             f"127.0.0.1:{port}",
             "--admin-token",
             ADMIN_TOKEN,
+            "--metrics-port",
+            str(metrics_port),
         ]
         aggregator = process(serve, port, args.server_code, pids)
         with process(bare_args, bare_port, pids=pids) as bare_t, aggregator as agg_t:
@@ -253,12 +266,17 @@ async def run(args: argparse.Namespace) -> list[Row]:
                     )
                     for query_id in query_ids(mode, rep):
                         await create_query(agg_t, query_id, args.targets)
-                    before = cpu_seconds(agg_pid)
+                    before, phases_before = cpu_seconds(agg_pid), writer_seconds(metrics_port)
                     aggregated[mode].append(
                         await measure(agg_t, load_mode, reports, args, f"aggregator {mode}")
                     )
                     cpu[f"agg {mode}"].append(
                         _us_per_report(cpu_seconds(agg_pid) - before, aggregated[mode][-1])
+                    )
+                    writer[mode].append(
+                        writer_share(
+                            phases_before, writer_seconds(metrics_port), aggregated[mode][-1]
+                        )
                     )
                     counted_now = 0
                     for query_id in query_ids(mode, rep):
@@ -273,9 +291,42 @@ async def run(args: argparse.Namespace) -> list[Row]:
             aggregated[m],
             statistics.median(cpu[f"bare {m}"]),
             statistics.median(cpu[f"agg {m}"]),
+            _medians(writer[m]),
         )
         for m in modes
     ]
+
+
+def writer_seconds(metrics_port: int) -> dict[str, float] | None:
+    """The aggregator's `ldpcollect_writer_seconds` by phase (None: not exported)."""
+    try:
+        url = f"http://127.0.0.1:{metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return None
+    for family in text_string_to_metric_families(text):
+        if family.name == "ldpcollect_writer_seconds":
+            return {s.labels["phase"]: s.value for s in family.samples if s.name.endswith("_total")}
+    return None
+
+
+def writer_share(
+    before: dict[str, float] | None, after: dict[str, float] | None, result: LoadResult
+) -> dict[str, float] | None:
+    """The writer's busy share of one run and its microseconds a report per phase."""
+    if before is None or after is None:
+        return None
+    spent = {phase: after[phase] - before.get(phase, 0.0) for phase in after}
+    share = {f"{phase}_us_per_report": _us_per_report(s, result) for phase, s in spent.items()}
+    return {"busy": sum(spent.values()) / result.seconds if result.seconds else 0.0, **share}
+
+
+def _medians(shares: list[dict[str, float] | None]) -> dict[str, float] | None:
+    known = [s for s in shares if s is not None]
+    if not known:
+        return None
+    return {key: round(statistics.median(s[key] for s in known), 3) for key in known[0]}
 
 
 def _us_per_report(seconds: float, result: LoadResult) -> float:
@@ -411,6 +462,14 @@ def main() -> None:
             str(j["lost"]),
         )
     Console(width=120).print(table)
+    for r in rows:
+        if r.writer is not None:
+            w = r.writer
+            print(
+                f"aggregator writer, {r.mode}: busy {w['busy']:.0%} of the run; µs a report: "
+                f"apply {w['apply_us_per_report']:.2f}, write {w['write_us_per_report']:.2f}, "
+                f"commit {w['commit_us_per_report']:.2f}"
+            )
     mixed = mixed_over_single(rows)
     if mixed is not None:
         print(f"aggregator: batches mixing {MIXED_QUERIES} queries / single-query: {mixed:.2f}")
