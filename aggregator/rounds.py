@@ -78,8 +78,8 @@ class ReportColumns:
 
     def take(self, indices: list[int]) -> ReportColumns:
         """The reports at `indices`, in that order."""
-        if len(indices) == 1:
-            return ReportColumns.of([self.report(indices[0])])
+        if len(indices) < 2:  # (itemgetter of one index gives the item, of none fails)
+            return ReportColumns.of(self.report(i) for i in indices)
         pick = operator.itemgetter(*indices)  # one C loop per column
         return ReportColumns(
             list(pick(self.query_ids)),
