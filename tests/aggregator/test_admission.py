@@ -91,3 +91,11 @@ def test_mixed_submissions_follow_the_one_report_rules(
         other = slow[query_id]
         assert state.reports_per_round == other.reports_per_round
         assert len(state.report_ids) == len(other.report_ids)
+
+
+def test_take_picks_none_one_or_several_reports_in_the_order_given() -> None:
+    reports = [ReportIn(q, 1, key(i), key(100 + i), b"\x12\x40") for i, q in enumerate("abc")]
+    columns = ReportColumns.of(reports)
+    assert len(columns.take([])) == 0
+    assert columns.take([1]) == ReportColumns.of([reports[1]])
+    assert columns.take([2, 0]) == ReportColumns.of([reports[2], reports[0]])
