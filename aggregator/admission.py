@@ -11,6 +11,8 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from aggregator.lifecycle import unknown_query
 from aggregator.model import Outcome, SubmitResult
 from aggregator.rounds import Accepted, Progress, QueryState, ReportColumns
@@ -121,10 +123,19 @@ def _by_query(query_ids: list[str]) -> dict[str, list[int]]:
     first = query_ids[0] if query_ids else ""
     if query_ids.count(first) == len(query_ids):
         return {first: list(range(len(query_ids)))} if query_ids else {}
+    distinct = dict.fromkeys(query_ids)
+    if len(distinct) <= _FEW_QUERIES:
+        # A batch mixing a few queries: one comparison in C per query and report.
+        column = np.array(query_ids, dtype=object)
+        return {q: np.flatnonzero(column == q).tolist() for q in distinct}
     groups: dict[str, list[int]] = {}
     for i, query_id in enumerate(query_ids):
         groups.setdefault(query_id, []).append(i)
     return groups
+
+
+# Up to this many queries in one submission, `_by_query` compares the whole column with each.
+_FEW_QUERIES = 8
 
 
 def _within(indices: list[int], starts: list[int]) -> list[list[int]]:

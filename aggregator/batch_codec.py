@@ -134,20 +134,32 @@ def _query_ids(records: npt.NDArray[np.uint8], span: tuple[int, int]) -> list[st
     """Each record's query id (one string object per distinct id), or None if any id is not
     ASCII (protobuf's UTF-8 rules decide those)."""
     start, stop = span
-    block = records[:, start:stop]
-    if (block >= 0x80).any():
+    block = np.ascontiguousarray(records[:, start:stop])
+    if block.max() >= 0x80:
         return None
-    first = block[0]
-    if (block == first).all():  # the common case: one query
-        return [first.tobytes().decode("ascii")] * len(records)
-    distinct, inverse = np.unique(_column_values(block), return_inverse=True)
-    names = [bytes(v).decode("ascii") for v in distinct.tolist()]
-    return [names[i] for i in inverse.tolist()]
+    column = block.view(f"V{stop - start}").ravel()
+    same = column == column[0]
+    names = [block[0].tobytes().decode("ascii")]
+    if same.all():  # the common case: one query
+        return names * len(records)
+    # A few queries, each found by one comparison of the whole column with its first record.
+    codes = np.zeros(len(records), dtype=np.intp)
+    rest = np.flatnonzero(~same)
+    while len(rest) and len(names) < _FEW_QUERIES:
+        match = column[rest] == column[rest[0]]
+        codes[rest[match]] = len(names)
+        names.append(block[rest[0]].tobytes().decode("ascii"))
+        rest = rest[~match]
+    if len(rest):  # many queries: sort them out
+        distinct, inverse = np.unique(column[rest], return_inverse=True)
+        codes[rest] = inverse.ravel() + len(names)
+        names += [bytes(v).decode("ascii") for v in distinct.tolist()]
+    ids: list[str] = np.array(names, dtype=object)[codes].tolist()
+    return ids
 
 
-def _column_values(block: npt.NDArray[np.uint8]) -> npt.NDArray[np.void]:
-    width = block.shape[1]
-    return np.ascontiguousarray(block).view(f"V{width}").ravel()
+# Up to this many queries in one batch, `_query_ids` finds each by comparing the column.
+_FEW_QUERIES = 8
 
 
 def decode_uniform(data: bytes) -> ReportColumns | None:
@@ -163,7 +175,10 @@ def decode_uniform(data: bytes) -> ReportColumns | None:
     records = np.frombuffer(data, dtype=np.uint8).reshape(n, layout.record_bytes)
     rounds: list[int]
     common = _fixed_positions(layout, one_query_and_round=True)
-    if (records[1:, common] == records[0, common]).all():
+    query_and_round = slice(layout.query_id[0], layout.round_at + 1)
+    if (records[-1, query_and_round] == records[0, query_and_round]).all() and (
+        records[1:, common] == records[0, common]
+    ).all():
         # One query and one round, as the first record has them (one comparison in all).
         start, stop = layout.query_id
         query_id, round_ = data[start:stop], data[layout.round_at]

@@ -35,6 +35,10 @@ KEY_BYTES = 16
 # Values are stored as uint32: an index holds at most this many keys.
 MAX_VALUE = 2**32 - 1
 DEFAULT_TAIL = 4096
+# A group of at least this many new keys becomes a run at once (`new_keys` sorted it already);
+# smaller ones wait in the tail, a dict, until it fills. (A batch mixing queries brings each
+# query groups of a few thousand: kept in the tail, every later group would hash its keys.)
+RUN_KEYS = 1024
 # After a merge that builds a run at least this long, freed heap memory is handed back to the
 # system (see `_return_freed_memory`).
 _TRIM_AFTER_KEYS = 1 << 16
@@ -282,8 +286,9 @@ def halves(packed: bytes) -> tuple[U64, U64]:
 class KeyIndex:
     """16-byte keys to values in [0, 2**32): add, look up, remove (rarely)."""
 
-    def __init__(self, tail_limit: int = DEFAULT_TAIL) -> None:
+    def __init__(self, tail_limit: int = DEFAULT_TAIL, run_keys: int = RUN_KEYS) -> None:
         self._tail_limit = max(1, tail_limit)
+        self._run_keys = max(1, run_keys)
         self._tail: dict[bytes, int] = {}
         self._runs: list[_Run] = []  # sizes non-increasing
         self._len = 0
@@ -375,11 +380,14 @@ class KeyIndex:
         """Add keys checked by `new_keys` (nothing added in between)."""
         n = len(new.keys)
         self._len += n
-        if len(self._tail) + n < self._tail_limit:
+        if n < self._run_keys and len(self._tail) + n < self._tail_limit:
             values = range(new.first_value, new.first_value + n)
             self._tail.update(zip(new.keys, values, strict=True))
-        else:
-            self._push(new.run)
+            return
+        if self._tail:
+            # Empty the tail too: while it holds keys, every `new_keys` hashes each key.
+            self._flush_tail()
+        self._push(new.run)
 
     def add(self, key: bytes, value: int) -> None:
         """Add a key that is not held."""

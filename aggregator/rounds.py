@@ -20,6 +20,7 @@ report would not, `admit_all` changes nothing and the caller falls back to `admi
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -77,12 +78,15 @@ class ReportColumns:
 
     def take(self, indices: list[int]) -> ReportColumns:
         """The reports at `indices`, in that order."""
+        if len(indices) < 2:  # (itemgetter of one index gives the item, of none fails)
+            return ReportColumns.of(self.report(i) for i in indices)
+        pick = operator.itemgetter(*indices)  # one C loop per column
         return ReportColumns(
-            [self.query_ids[i] for i in indices],
-            [self.rounds[i] for i in indices],
-            [self.pseudonyms[i] for i in indices],
-            [self.report_ids[i] for i in indices],
-            [self.answers[i] for i in indices],
+            list(pick(self.query_ids)),
+            list(pick(self.rounds)),
+            list(pick(self.pseudonyms)),
+            list(pick(self.report_ids)),
+            list(pick(self.answers)),
         )
 
     @classmethod

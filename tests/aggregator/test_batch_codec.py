@@ -339,6 +339,28 @@ def test_a_batch_mixing_queries_whose_ids_have_one_length_takes_the_fast_path() 
     assert fast.query_ids == ["ab", "cd", "ab", "ef", "cd"]
 
 
+@st.composite
+def mixed_query_batches(draw: st.DrawFn) -> list[pb.Report]:
+    """Batches mixing up to a dozen queries whose ids have one length (ASCII, NUL included):
+    few enough to be told apart one by one, or more, to be sorted."""
+    length = draw(st.integers(1, 3))
+    ids = st.text(st.characters(max_codepoint=0x7F), min_size=length, max_size=length)
+    names = draw(st.lists(ids, min_size=1, max_size=12, unique=True))
+    return [
+        _report(draw(st.sampled_from(names)), draw(st.sampled_from([1, 2])))
+        for _ in range(draw(st.integers(1, 40)))
+    ]
+
+
+@FAST
+@given(mixed_query_batches())
+def test_batches_mixing_queries_take_the_fast_path(reports: list[pb.Report]) -> None:
+    fast = assert_agrees(pb.SubmitBatchRequest(reports=reports).SerializeToString())
+    assert fast is not None
+    assert fast.query_ids == [r.query_id for r in reports]
+    event(f"{len(set(fast.query_ids))} queries")
+
+
 def test_columns_keep_nul_bytes_and_long_records() -> None:
     """Trailing NUL bytes survive (no fixed-width string trimming); records over 127 bytes
     have a two-byte length prefix."""

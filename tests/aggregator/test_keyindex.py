@@ -24,9 +24,9 @@ op_strategy = st.one_of(
 
 
 @settings(max_examples=300)
-@given(tail=st.integers(1, 4), ops=st.lists(op_strategy, max_size=30))
-def test_the_index_answers_like_a_dict(tail: int, ops: list[tuple[str, object]]) -> None:
-    index = KeyIndex(tail_limit=tail)
+@given(tail=st.integers(1, 4), run=st.integers(1, 6), ops=st.lists(op_strategy, max_size=30))
+def test_the_index_answers_like_a_dict(tail: int, run: int, ops: list[tuple[str, object]]) -> None:
+    index = KeyIndex(tail_limit=tail, run_keys=run)
     model: dict[bytes, int] = {}
     counter = 0
     for op, arg in ops:
