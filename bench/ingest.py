@@ -161,6 +161,18 @@ class Row:
     # The aggregator's Python threads (`ldpcollect_thread_cpu_seconds`), medians: CPU
     # microseconds a report by thread name, and `python_cores` (see `thread_share`).
     threads: dict[str, float] | None = None
+    # This process (the load generator) in the same runs: CPU microseconds a report while
+    # loading the bare server and while loading the aggregator.
+    bare_client_cpu_us: float = 0.0
+    aggregator_client_cpu_us: float = 0.0
+
+    def machine_cpu_us(self) -> tuple[float, float]:
+        """CPU microseconds a report of load generator and server together (bare, aggregator):
+        on C cores neither can go faster than C / that many reports a microsecond."""
+        return (
+            self.bare_client_cpu_us + self.bare_cpu_us,
+            self.aggregator_client_cpu_us + self.aggregator_cpu_us,
+        )
 
     def to_json(self) -> dict[str, object]:
         def one(r: LoadResult) -> dict[str, object]:
@@ -186,6 +198,10 @@ class Row:
             "server_cpu_us_per_report": {
                 "bare": round(self.bare_cpu_us, 3),
                 "aggregator": round(self.aggregator_cpu_us, 3),
+            },
+            "load_generator_cpu_us_per_report": {
+                "bare": round(self.bare_client_cpu_us, 3),
+                "aggregator": round(self.aggregator_client_cpu_us, 3),
             },
             "aggregator_writer": self.writer,
             "aggregator_threads": self.threads,
@@ -237,7 +253,9 @@ async def run(args: argparse.Namespace) -> list[Row]:
     bare: dict[str, list[LoadResult]] = {m: [] for m in modes}
     aggregated: dict[str, list[LoadResult]] = {m: [] for m in modes}
     counts: dict[str, list[int]] = {m: [] for m in modes}
-    cpu: dict[str, list[float]] = {f"{who} {m}": [] for m in modes for who in ("bare", "agg")}
+    cpu: dict[str, list[float]] = {
+        f"{who} {m}": [] for m in modes for who in ("bare", "agg", "client bare", "client agg")
+    }
     writer: dict[str, list[dict[str, float] | None]] = {m: [] for m in modes}
     threads: dict[str, list[dict[str, float] | None]] = {m: [] for m in modes}
     pids: list[int] = []
@@ -265,9 +283,12 @@ async def run(args: argparse.Namespace) -> list[Row]:
                 for mode in modes:
                     reports = reports_for(mode, rep, args)
                     load_mode = "batch" if mode == MIXED else mode
-                    before = cpu_seconds(bare_pid)
+                    before, client_before = cpu_seconds(bare_pid), time.process_time()
                     bare[mode].append(
                         await measure(bare_t, load_mode, reports, args, f"bare {mode}")
+                    )
+                    cpu[f"client bare {mode}"].append(
+                        _us_per_report(time.process_time() - client_before, bare[mode][-1])
                     )
                     cpu[f"bare {mode}"].append(
                         _us_per_report(cpu_seconds(bare_pid) - before, bare[mode][-1])
@@ -275,8 +296,12 @@ async def run(args: argparse.Namespace) -> list[Row]:
                     for query_id in query_ids(mode, rep):
                         await create_query(agg_t, query_id, args.targets)
                     before, metrics_before = cpu_seconds(agg_pid), scrape(metrics_port)
+                    client_before = time.process_time()
                     aggregated[mode].append(
                         await measure(agg_t, load_mode, reports, args, f"aggregator {mode}")
+                    )
+                    cpu[f"client agg {mode}"].append(
+                        _us_per_report(time.process_time() - client_before, aggregated[mode][-1])
                     )
                     cpu[f"agg {mode}"].append(
                         _us_per_report(cpu_seconds(agg_pid) - before, aggregated[mode][-1])
@@ -307,6 +332,8 @@ async def run(args: argparse.Namespace) -> list[Row]:
             statistics.median(cpu[f"agg {m}"]),
             _medians(writer[m]),
             _medians(threads[m]),
+            statistics.median(cpu[f"client bare {m}"]),
+            statistics.median(cpu[f"client agg {m}"]),
         )
         for m in modes
     ]
@@ -533,6 +560,15 @@ def main() -> None:
                 f"apply {w['apply_us_per_report']:.2f}, write {w['write_us_per_report']:.2f}, "
                 f"commit {w['commit_us_per_report']:.2f}"
             )
+    cores = os.cpu_count() or 1
+    for r in rows:
+        bare_us, agg_us = r.machine_cpu_us()
+        print(
+            f"machine CPU, {r.mode}: load generator and server {bare_us:.2f} µs a report with "
+            f"the bare server, {agg_us:.2f} with the aggregator (load generator "
+            f"{r.bare_client_cpu_us:.2f} and {r.aggregator_client_cpu_us:.2f}); {cores} cores "
+            f"allow at most {cores / agg_us * 1e6:,.0f} aggregator reports/s at these costs"
+        )
     for r in rows:
         if r.threads is not None:
             print(f"aggregator threads, {r.mode}: {threads_line(r.threads, r.aggregator_cpu_us)}")
