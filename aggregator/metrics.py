@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from aggregator.model import SubmitResult
 from aggregator.status_map import outcome_status
 from aggregator.store.writer_phases import WriterPhases
+from aggregator.thread_cpu import ThreadCpuCollector
 
 _SIZE_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000)
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
@@ -70,6 +71,8 @@ class AggregatorMetrics:
             ["phase"],
             registry=self.registry,
         )
+        # Which stage is hot: each Python thread's CPU time (aggregator/thread_cpu.py).
+        self.registry.register(ThreadCpuCollector())
 
     def observe_commit(
         self, seconds: float, requests: int, reports: int, phases: WriterPhases | None = None

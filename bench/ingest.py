@@ -11,7 +11,9 @@ far less than reports per second. Mixed-query batches are also compared with the
 own single-query batches (`mixed_over_single`). From the aggregator's metrics
 (`ldpcollect_writer_seconds`) each run also gets its writer's busy share of the run and its
 microseconds a report in each phase (apply the rules, write, commit): where the serial stage
-spends its time.
+spends its time; and from `ldpcollect_thread_cpu_seconds` each Python thread's CPU microseconds
+a report and how much of one core they used together: near 1, the server is bound by the one
+interpreter lock its threads share.
 
     python -m bench.ingest [--reports N] [--targets 100] [--repeat 3] [--modes batch,...]
                            [--json] [--plot FILE.png]
@@ -37,6 +39,7 @@ from pathlib import Path
 
 import grpc
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -155,6 +158,21 @@ class Row:
     # "busy" (its phases' share of the run's wall time) and microseconds a report per phase.
     # None when the aggregator does not export it (a `--server-code` checkout from before).
     writer: dict[str, float] | None = None
+    # The aggregator's Python threads (`ldpcollect_thread_cpu_seconds`), medians: CPU
+    # microseconds a report by thread name, and `python_cores` (see `thread_share`).
+    threads: dict[str, float] | None = None
+    # This process (the load generator) in the same runs: CPU microseconds a report while
+    # loading the bare server and while loading the aggregator.
+    bare_client_cpu_us: float = 0.0
+    aggregator_client_cpu_us: float = 0.0
+
+    def machine_cpu_us(self) -> tuple[float, float]:
+        """CPU microseconds a report of load generator and server together (bare, aggregator):
+        on C cores neither can go faster than C / that many reports a microsecond."""
+        return (
+            self.bare_client_cpu_us + self.bare_cpu_us,
+            self.aggregator_client_cpu_us + self.aggregator_cpu_us,
+        )
 
     def to_json(self) -> dict[str, object]:
         def one(r: LoadResult) -> dict[str, object]:
@@ -181,7 +199,12 @@ class Row:
                 "bare": round(self.bare_cpu_us, 3),
                 "aggregator": round(self.aggregator_cpu_us, 3),
             },
+            "load_generator_cpu_us_per_report": {
+                "bare": round(self.bare_client_cpu_us, 3),
+                "aggregator": round(self.aggregator_client_cpu_us, 3),
+            },
             "aggregator_writer": self.writer,
+            "aggregator_threads": self.threads,
         }
 
 
@@ -230,8 +253,11 @@ async def run(args: argparse.Namespace) -> list[Row]:
     bare: dict[str, list[LoadResult]] = {m: [] for m in modes}
     aggregated: dict[str, list[LoadResult]] = {m: [] for m in modes}
     counts: dict[str, list[int]] = {m: [] for m in modes}
-    cpu: dict[str, list[float]] = {f"{who} {m}": [] for m in modes for who in ("bare", "agg")}
+    cpu: dict[str, list[float]] = {
+        f"{who} {m}": [] for m in modes for who in ("bare", "agg", "client bare", "client agg")
+    }
     writer: dict[str, list[dict[str, float] | None]] = {m: [] for m in modes}
+    threads: dict[str, list[dict[str, float] | None]] = {m: [] for m in modes}
     pids: list[int] = []
     with tempfile.TemporaryDirectory() as tmp:
         bare_port, port, metrics_port = free_port(), free_port(), free_port()
@@ -257,25 +283,38 @@ async def run(args: argparse.Namespace) -> list[Row]:
                 for mode in modes:
                     reports = reports_for(mode, rep, args)
                     load_mode = "batch" if mode == MIXED else mode
-                    before = cpu_seconds(bare_pid)
+                    before, client_before = cpu_seconds(bare_pid), time.process_time()
                     bare[mode].append(
                         await measure(bare_t, load_mode, reports, args, f"bare {mode}")
+                    )
+                    cpu[f"client bare {mode}"].append(
+                        _us_per_report(time.process_time() - client_before, bare[mode][-1])
                     )
                     cpu[f"bare {mode}"].append(
                         _us_per_report(cpu_seconds(bare_pid) - before, bare[mode][-1])
                     )
                     for query_id in query_ids(mode, rep):
                         await create_query(agg_t, query_id, args.targets)
-                    before, phases_before = cpu_seconds(agg_pid), writer_seconds(metrics_port)
+                    before, metrics_before = cpu_seconds(agg_pid), scrape(metrics_port)
+                    client_before = time.process_time()
                     aggregated[mode].append(
                         await measure(agg_t, load_mode, reports, args, f"aggregator {mode}")
+                    )
+                    cpu[f"client agg {mode}"].append(
+                        _us_per_report(time.process_time() - client_before, aggregated[mode][-1])
                     )
                     cpu[f"agg {mode}"].append(
                         _us_per_report(cpu_seconds(agg_pid) - before, aggregated[mode][-1])
                     )
+                    metrics_after, result = scrape(metrics_port), aggregated[mode][-1]
                     writer[mode].append(
                         writer_share(
-                            phases_before, writer_seconds(metrics_port), aggregated[mode][-1]
+                            writer_seconds(metrics_before), writer_seconds(metrics_after), result
+                        )
+                    )
+                    threads[mode].append(
+                        thread_share(
+                            thread_seconds(metrics_before), thread_seconds(metrics_after), result
                         )
                     )
                     counted_now = 0
@@ -292,23 +331,58 @@ async def run(args: argparse.Namespace) -> list[Row]:
             statistics.median(cpu[f"bare {m}"]),
             statistics.median(cpu[f"agg {m}"]),
             _medians(writer[m]),
+            _medians(threads[m]),
+            statistics.median(cpu[f"client bare {m}"]),
+            statistics.median(cpu[f"client agg {m}"]),
         )
         for m in modes
     ]
 
 
-def writer_seconds(metrics_port: int) -> dict[str, float] | None:
-    """The aggregator's `ldpcollect_writer_seconds` by phase (None: not exported)."""
+Families = dict[str, list[Sample]]
+
+
+def scrape(metrics_port: int) -> Families | None:
+    """The aggregator's metrics: each family's samples by family name (None: unreachable)."""
     try:
         url = f"http://127.0.0.1:{metrics_port}/metrics"
         with urllib.request.urlopen(url, timeout=5) as response:
             text = response.read().decode()
     except OSError:
         return None
-    for family in text_string_to_metric_families(text):
-        if family.name == "ldpcollect_writer_seconds":
-            return {s.labels["phase"]: s.value for s in family.samples if s.name.endswith("_total")}
-    return None
+    return {f.name: list(f.samples) for f in text_string_to_metric_families(text)}
+
+
+def writer_seconds(families: Families | None) -> dict[str, float] | None:
+    """The aggregator's `ldpcollect_writer_seconds` by phase (None: not exported)."""
+    samples = (families or {}).get("ldpcollect_writer_seconds")
+    if samples is None:
+        return None
+    return {s.labels["phase"]: s.value for s in samples if s.name.endswith("_total")}
+
+
+def thread_seconds(families: Families | None) -> dict[str, float] | None:
+    """The aggregator's `ldpcollect_thread_cpu_seconds` by thread (None: not exported)."""
+    samples = (families or {}).get("ldpcollect_thread_cpu_seconds")
+    if samples is None:
+        return None
+    return {s.labels["thread"]: s.value for s in samples}
+
+
+def thread_share(
+    before: dict[str, float] | None, after: dict[str, float] | None, result: LoadResult
+) -> dict[str, float] | None:
+    """Each Python thread's CPU microseconds a report in one run, and `python_cores`: all of
+    them together over the run's wall time (near 1: bound by the one interpreter lock)."""
+    if before is None or after is None:
+        return None
+    spent = {name: after[name] - before.get(name, 0.0) for name in after}
+    share = {name: _us_per_report(s, result) for name, s in spent.items() if s > 0}
+    cores = sum(spent.values()) / result.seconds if result.seconds else 0.0
+    return {**share, PYTHON_CORES: cores}
+
+
+PYTHON_CORES = "python_cores"
 
 
 def writer_share(
@@ -323,10 +397,12 @@ def writer_share(
 
 
 def _medians(shares: list[dict[str, float] | None]) -> dict[str, float] | None:
+    """Each key's median over the runs that have the figures (a key a run lacks counts 0)."""
     known = [s for s in shares if s is not None]
     if not known:
         return None
-    return {key: round(statistics.median(s[key] for s in known), 3) for key in known[0]}
+    keys = dict.fromkeys(key for s in known for key in s)
+    return {key: round(statistics.median(s.get(key, 0.0) for s in known), 3) for key in keys}
 
 
 def _us_per_report(seconds: float, result: LoadResult) -> float:
@@ -336,6 +412,20 @@ def _us_per_report(seconds: float, result: LoadResult) -> float:
 def _median(results: list[LoadResult]) -> LoadResult:
     ordered = sorted(results, key=lambda r: r.reports_per_second)
     return ordered[len(ordered) // 2]
+
+
+def threads_line(threads: dict[str, float], process_us: float) -> str:
+    """The two busiest Python threads, the rest, and the share of a core they used together."""
+    per_thread = sorted(
+        ((name, us) for name, us in threads.items() if name != PYTHON_CORES),
+        key=lambda item: -item[1],
+    )
+    shown = ", ".join(f"{name} {us:.2f}" for name, us in per_thread[:2])
+    rest = sum(us for _, us in per_thread[2:])
+    return (
+        f"µs a report: {shown}, other Python threads {rest:.2f} (the whole process "
+        f"{process_us:.2f}); Python threads together busy {threads[PYTHON_CORES]:.2f} of a core"
+    )
 
 
 def mixed_over_single(rows: list[Row]) -> float | None:
@@ -470,6 +560,18 @@ def main() -> None:
                 f"apply {w['apply_us_per_report']:.2f}, write {w['write_us_per_report']:.2f}, "
                 f"commit {w['commit_us_per_report']:.2f}"
             )
+    cores = os.cpu_count() or 1
+    for r in rows:
+        bare_us, agg_us = r.machine_cpu_us()
+        print(
+            f"machine CPU, {r.mode}: load generator and server {bare_us:.2f} µs a report with "
+            f"the bare server, {agg_us:.2f} with the aggregator (load generator "
+            f"{r.bare_client_cpu_us:.2f} and {r.aggregator_client_cpu_us:.2f}); {cores} cores "
+            f"allow at most {cores / agg_us * 1e6:,.0f} aggregator reports/s at these costs"
+        )
+    for r in rows:
+        if r.threads is not None:
+            print(f"aggregator threads, {r.mode}: {threads_line(r.threads, r.aggregator_cpu_us)}")
     mixed = mixed_over_single(rows)
     if mixed is not None:
         print(f"aggregator: batches mixing {MIXED_QUERIES} queries / single-query: {mixed:.2f}")

@@ -165,6 +165,13 @@ async def test_metrics_endpoint_counts_reports(tmp_path: Path) -> None:
     assert set(spent) == {"apply", "write", "commit"}
     assert all(value > 0 for value in spent.values())
     assert sum(spent.values()) <= commit_total
+    # Each Python thread's CPU time: the server's writer did work, and so did this process's
+    # main thread (its event loop served the RPCs).
+    threads = {
+        s.labels["thread"]: s.value for s in families["ldpcollect_thread_cpu_seconds"].samples
+    }
+    assert threads["sqlite-writer"] > 0
+    assert threads["MainThread"] > 0
 
 
 def test_run_entry_point_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
