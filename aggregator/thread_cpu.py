@@ -6,17 +6,22 @@ the SQLite store's single writer (`sqlite-writer`), its helpers (`sqlite-aside_N
 Python code shares one interpreter lock, so when their CPU per report adds up to about one
 core the server is bound by that lock, not by any one thread (docs/ingest_profile.md).
 
-Each thread's CPU clock is read at scrape time (`pthread_getcpuclockid`: Linux and other POSIX
-systems; elsewhere nothing is reported). Threads Python numbers by default ("Thread-7
-(process_request_thread)", one for each scrape of the metrics server) are grouped under the
-name of their target, so the label set stays bounded. A gauge, not a counter: when a thread
-ends its time leaves the sum, and C threads Python did not start (gRPC's own) are not listed
-(the process total less these is their share).
+Each thread's CPU clock is read at scrape time, named by the thread's kernel id (Linux only;
+elsewhere nothing is reported). Not `time.pthread_getcpuclockid`: it reads the thread's
+pthread handle, which a thread ending between `threading.enumerate` and the call leaves
+dangling; a kernel id of an ended thread only makes `clock_gettime` fail.
+
+Threads Python numbers by default ("Thread-7 (process_request_thread)", one for each scrape of
+the metrics server) are grouped under the name of their target, so the label set stays
+bounded. A gauge, not a counter: when a thread ends its time leaves the sum, and C threads
+Python did not start (gRPC's own) are not listed (the process total less these is their
+share).
 """
 
 from __future__ import annotations
 
 import re
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -35,16 +40,27 @@ def thread_label(name: str) -> str:
     return numbered.group("target") or "Thread"
 
 
+PER_THREAD_CLOCKS = sys.platform == "linux"
+
+
+def thread_clock(native_id: int) -> int:
+    """The CPU clock id of the thread with kernel id `native_id`: Linux's encoding
+    (`MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`), as glibc's `pthread_getcpuclockid` makes it."""
+    return (~native_id << 3) | 6
+
+
 def thread_cpu_seconds() -> dict[str, float]:
     """CPU seconds used so far by each live Python thread, summed by `thread_label`."""
     seconds: dict[str, float] = {}
+    if not PER_THREAD_CLOCKS:
+        return seconds
     for thread in threading.enumerate():
-        ident = thread.ident
-        if ident is None:
+        native_id = thread.native_id
+        if native_id is None:
             continue
         try:
-            spent = time.clock_gettime(time.pthread_getcpuclockid(ident))
-        except (AttributeError, OSError):  # no per-thread clocks here, or the thread just ended
+            spent = time.clock_gettime(thread_clock(native_id))
+        except OSError:  # the thread just ended
             continue
         label = thread_label(thread.name)
         seconds[label] = seconds.get(label, 0.0) + spent

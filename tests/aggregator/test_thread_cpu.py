@@ -10,13 +10,17 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from aggregator.thread_cpu import ThreadCpuCollector, thread_cpu_seconds, thread_label
+from aggregator.thread_cpu import (
+    PER_THREAD_CLOCKS,
+    ThreadCpuCollector,
+    thread_clock,
+    thread_cpu_seconds,
+    thread_label,
+)
 from bench.ingest import PYTHON_CORES, thread_share, threads_line
 from client.loadgen import LoadResult
 
-pytestmark = pytest.mark.skipif(
-    not hasattr(time, "pthread_getcpuclockid"), reason="no per-thread CPU clocks here"
-)
+pytestmark = pytest.mark.skipif(not PER_THREAD_CLOCKS, reason="per-thread CPU clocks: Linux only")
 
 BURN_SECONDS = 0.05
 
@@ -28,6 +32,29 @@ def test_labels_drop_pythons_default_numbering_only() -> None:
     assert thread_label("sqlite-aside_1") == "sqlite-aside_1"
     assert thread_label("MainThread") == "MainThread"
     assert thread_label("My-Thread-3 (x)") == "My-Thread-3 (x)"
+
+
+def test_a_threads_clock_is_the_one_pthreads_gives_it() -> None:
+    assert thread_clock(threading.get_native_id()) == time.pthread_getcpuclockid(
+        threading.get_ident()
+    )
+
+
+def test_an_ended_threads_clock_cannot_be_read() -> None:
+    ended = threading.Thread(target=lambda: None)
+    ended.start()
+    ended.join()
+    assert ended.native_id is not None
+    # `join` returns when Python is done with the thread; the kernel's thread may take a
+    # moment more to exit.
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            time.clock_gettime(thread_clock(ended.native_id))
+        except OSError:
+            break
+        assert time.monotonic() < deadline, "an ended thread's clock still reads"
+        time.sleep(0.01)
 
 
 def _burner(started: threading.Event, stop: threading.Event) -> None:
