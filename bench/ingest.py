@@ -377,8 +377,10 @@ def thread_share(
     if before is None or after is None:
         return None
     spent = {name: after[name] - before.get(name, 0.0) for name in after}
-    share = {name: _us_per_report(s, result) for name, s in spent.items() if s > 0}
-    cores = sum(spent.values()) / result.seconds if result.seconds else 0.0
+    # (A label whose thread was replaced, such as a metrics scrape's, may go down: left out.)
+    ran = {name: s for name, s in spent.items() if s > 0}
+    share = {name: _us_per_report(s, result) for name, s in ran.items()}
+    cores = sum(ran.values()) / result.seconds if result.seconds else 0.0
     return {**share, PYTHON_CORES: cores}
 
 

@@ -92,14 +92,21 @@ def test_a_threads_cpu_time_is_reported_while_it_lives() -> None:
 
 def test_bench_turns_two_scrapes_into_microseconds_a_report() -> None:
     result = LoadResult("batch", 1000, 1000, 0, 2.0, [])
-    before = {"MainThread": 1.0, "sqlite-writer": 0.5, "sqlite-aside_0": 0.1}
-    after = {"MainThread": 1.002, "sqlite-writer": 0.503, "sqlite-aside_0": 0.1, "late": 0.0005}
+    before = {"MainThread": 1.0, "sqlite-writer": 0.5, "sqlite-aside_0": 0.1, "scrape": 0.2}
+    after = {
+        "MainThread": 1.002,
+        "sqlite-writer": 0.503,
+        "sqlite-aside_0": 0.1,
+        "late": 0.0005,
+        "scrape": 0.001,  # another thread under the same label: its time went down
+    }
     share = thread_share(before, after, result)
     assert share is not None
     assert share["MainThread"] == pytest.approx(2.0)
     assert share["sqlite-writer"] == pytest.approx(3.0)
     assert share["late"] == pytest.approx(0.5)  # a thread started during the run
     assert "sqlite-aside_0" not in share  # no CPU in the run
+    assert "scrape" not in share
     assert share[PYTHON_CORES] == pytest.approx(0.0055 / 2.0)
     assert thread_share(None, after, result) is None  # a server without the metric
     line = threads_line(share, process_us=6.0)
