@@ -1,4 +1,6 @@
-"""`ldpcollect secure simulate`: simulated devices draw, seal and upload once to the leader;
+"""`ldpcollect secure simulate`: simulated devices take the helper's key from the helper (or
+its operator's pinned copy) and the query from the leader, draw, seal and upload once to the
+leader (refusing when the leader's copy of the helper's key differs);
 for a query that requires admission tokens each device (enrolled at the issuer as
 <prefix>-<i>, like `fleet run --issuer`) first fetches its own token."""
 
@@ -16,6 +18,7 @@ from client.channels import open_channel
 from client.fleet_tokens import FleetTokens
 from client.secure_device import SecureDevice, fetch_query, report_challenge, upload
 from ldpcollect.errors import ParameterError
+from ldpcollect.secure.sealing import HpkeConfig
 
 console = Console()
 CHUNK = 500
@@ -29,10 +32,12 @@ def simulate_secure(
     server: str,
     tls_ca: Path | None,
     tokens: FleetTokens | None,
+    helper_config: HpkeConfig,
 ) -> None:
+    """`helper_config`: the helper's key as the helper publishes it (not the leader's copy)."""
     rng = random.Random(seed)
     with open_channel(server, tls_ca) as channel:
-        device = SecureDevice(fetch_query(channel, query_id))
+        device = SecureDevice(fetch_query(channel, query_id), helper_config)
         query = device.query
         if query.require_tokens and tokens is None:
             raise ParameterError(

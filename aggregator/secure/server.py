@@ -1,17 +1,21 @@
 """Both roles' gRPC server: `ldpcollect serve --role leader|helper`.
 
 The leader serves SecureCollector (devices) and SecureAdmin (operator) and runs the
-aggregation driver against its helper; the helper serves Helper (the leader, peer token).
-Each keeps its HPKE key pair in a 0600 file and its state in a SQLite file, both beside
-`db_path`. TLS for the listening port comes from the same flags as the trusted mode; the
-leader reaches a TLS helper with `helper_tls_ca`.
+aggregation driver against its helper; the helper serves Helper (the leader, peer token) and
+enforces its own policy (`helper_policy`). Both serve AggregatorKeys (their own HPKE config,
+no token). Each keeps its HPKE key pair in a 0600 file and its state in a SQLite file, both
+beside `db_path`, and publishes its config beside the key (`DB.hpke-ROLE.config`, one hex
+line a device can pin). TLS for the listening port comes from the same flags as the trusted
+mode (`tls_client_ca` on the helper requires the leader's client certificate); the leader
+reaches a TLS helper with `helper_tls_ca`, presenting `peer_identity` for mutual TLS.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -20,10 +24,13 @@ from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 
 from aggregator.config import AggregatorConfig
 from aggregator.redemption import TokenKeys
+from aggregator.release import set_budget_function
 from aggregator.secure.admin import LeaderAdmin
 from aggregator.secure.aggregation_driver import AggregationDriver
 from aggregator.secure.aggregation_handler import HelperHandler
 from aggregator.secure.helper_client import HelperClient
+from aggregator.secure.helper_policy import HelperPolicy
+from aggregator.secure.key_service import AggregatorKeysService
 from aggregator.secure.keys import key_path, load_or_create_key_pair
 from aggregator.secure.metrics import SecureMetrics
 from aggregator.secure.services import HelperService, SecureAdminService, SecureCollectorService
@@ -32,6 +39,7 @@ from aggregator.secure.token_check import SecureTokens
 from aggregator.secure.upload import LeaderUpload
 from aggregator.server import ensure_port_free, server_credentials
 from aggregator.until_signal import serve_until_signal
+from ldpcollect.secure.key_file import public_config_path, write_public_config
 from ldpcollect.v1 import aggregation_pb2_grpc as apb_grpc
 from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
 
@@ -52,6 +60,13 @@ class SecureRoleConfig:
     # and this aggregator's name in token challenges (default: the listen host and port).
     token_directory: Path | None = None
     origin_name: str = ""
+    # Helper: its own policy, and its own ledger's budget (epsilon, delta; None: keep it).
+    policy: HelperPolicy = field(default_factory=HelperPolicy)
+    budget: tuple[float, float] | None = None
+    # Leader: the client certificate and key (PEM files) it presents to a mutual-TLS helper.
+    peer_identity: tuple[Path, Path] | None = None
+    # Helper: where each query it takes part in is recorded for its operator (a line each).
+    audit: Callable[[str], None] = log.info
 
 
 def origin_name(config: SecureRoleConfig, port: int) -> str:
@@ -85,13 +100,24 @@ class SecureServer:
         if self.config.helper_tls_ca is None:
             return grpc.aio.insecure_channel(self.config.helper)
         ca = Path(self.config.helper_tls_ca).read_bytes()
-        return grpc.aio.secure_channel(self.config.helper, grpc.ssl_channel_credentials(ca))
+        if self.config.peer_identity is None:
+            credentials = grpc.ssl_channel_credentials(ca)
+        else:
+            cert, key = (path.read_bytes() for path in self.config.peer_identity)
+            credentials = grpc.ssl_channel_credentials(ca, private_key=key, certificate_chain=cert)
+        return grpc.aio.secure_channel(self.config.helper, credentials)
 
     async def start(self) -> int:
         base = self.config.base
         ensure_port_free(base.listen)
         credentials = server_credentials(base)
         self.store.open()
+        if self.config.role == HELPER and self.config.budget is not None:
+            epsilon, delta = self.config.budget
+            await asyncio.to_thread(self.store.update_ledger, set_budget_function(epsilon, delta))
+        write_public_config(
+            public_config_path(key_path(base.db_path, self.config.role)), self.key_pair.config
+        )
         server = grpc.aio.server(
             options=[
                 ("grpc.so_reuseport", 0),
@@ -115,10 +141,21 @@ class SecureServer:
                 SecureAdminService(named, base.admin_token), server
             )
         else:
-            named = HelperHandler(self.store, self.key_pair, self.metrics, self.tokens)
+            named = HelperHandler(
+                self.store,
+                self.key_pair,
+                self.metrics,
+                self.tokens,
+                policy=self.config.policy,
+                audit=self.config.audit,
+            )
             apb_grpc.add_HelperServicer_to_server(
                 HelperService(named, self.config.peer_token), server
             )
+        policy = self.config.policy if self.config.role == HELPER else None
+        spb_grpc.add_AggregatorKeysServicer_to_server(
+            AggregatorKeysService(self.config.role, self.key_pair.config, policy), server
+        )
         health = AsyncHealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health, server)
         if credentials is None:

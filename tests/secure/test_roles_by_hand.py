@@ -1,6 +1,7 @@
-"""The README's by-hand run through the real CLI: a helper serving TLS, a leader reaching it
-with --helper-tls-ca, `ldpcollect secure create|simulate`, and `ldpcollect release --secure
---json` opening both shares with the collector key file."""
+"""The README's by-hand run through the real CLI: a helper serving mutual TLS with its own
+policy, a leader reaching it with --helper-tls-ca and its client certificate, `ldpcollect
+secure create|simulate` (devices pin the helper's published config), and `ldpcollect release
+--secure --json` opening both shares with the collector key file."""
 
 from __future__ import annotations
 
@@ -13,23 +14,30 @@ from tests.secure.roles import ADMIN, Role
 from tests.serving import run_cli
 
 
-def test_by_hand_with_a_tls_helper_and_release_secure(tmp_path: Path) -> None:
+def test_by_hand_with_a_mutual_tls_helper_and_release_secure(tmp_path: Path) -> None:
     tls = make_tls_files(tmp_path)
     helper = Role(
         "helper",
         tmp_path / "helper.db",
         "127.0.0.1:0",
-        extra=("--tls-cert", str(tls.cert), "--tls-key", str(tls.key)),
-    )
+        extra=(
+            "--tls-cert", str(tls.cert), "--tls-key", str(tls.key),
+            "--tls-client-ca", str(tls.ca), "--min-batch", "20",
+        ),
+    )  # fmt: skip
     helper.start()
-    assert "(TLS," in helper.ready_line
+    assert "(mutual TLS," in helper.ready_line
+    pinned = tmp_path / "helper.db.hpke-helper.config"
     leader = Role(
         "leader",
         tmp_path / "leader.db",
         "127.0.0.1:0",
         helper=helper.address,
-        extra=("--helper-tls-ca", str(tls.ca), "--metrics-port", "0"),
-    )
+        extra=(
+            "--helper-tls-ca", str(tls.ca), "--metrics-port", "0",
+            "--peer-tls-cert", str(tls.client_cert), "--peer-tls-key", str(tls.client_key),
+        ),
+    )  # fmt: skip
     key = str(tmp_path / "collector.key")
     try:
         leader.start()
@@ -37,8 +45,9 @@ def test_by_hand_with_a_tls_helper_and_release_secure(tmp_path: Path) -> None:
         rr = ["--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3", "--targets", "1,2,3"]
         create = ["secure", "create", "-q", "hand", *rr, "--min-reports", "20"]
         run_cli(ADMIN, *create, "--collector-key", key, server=server)
-        run_cli(ADMIN, "secure", "simulate", "-q", "hand", "-n", "30", server=server)
-        bad = run_cli(ADMIN, "secure", "simulate", "-q", "nope", server=server, ok=False)
+        simulate = ["secure", "simulate", "--helper-config", str(pinned)]
+        run_cli(ADMIN, *simulate, "-q", "hand", "-n", "30", server=server)
+        bad = run_cli(ADMIN, *simulate, "-q", "nope", server=server, ok=False)
         assert bad.returncode == 1 and "NOT_FOUND" in bad.stderr
         release = ["release", "--secure", "-q", "hand", "--collector-key", key, "--json"]
         done = run_cli(ADMIN, *release, server=server)

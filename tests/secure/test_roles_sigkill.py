@@ -11,7 +11,6 @@ import grpc
 import pytest
 
 from client.secure_collector import create_secure_query, release_secure_query
-from client.secure_device import SecureDevice, fetch_query
 from ldpcollect.mechanisms import mechanism_from_params
 from ldpcollect.secure.key_file import load_or_create_key_pair
 from ldpcollect.v1 import secure_pb2 as spb
@@ -34,7 +33,7 @@ def test_sigkill_of_a_role_mid_upload_loses_nothing_acknowledged(
     with secure_pair(tmp_path) as pair:
         with pair.channel() as channel:
             query = create_secure_query(channel, ADMIN, collector, rr, TARGETS, 1)
-            device = SecureDevice(fetch_query(channel, query.query_id))
+            device = pair.device(channel, query.query_id)
         bodies = [device.seal_measurement(a) for a in answers]
         batches = [bodies[i : i + BATCH] for i in range(0, len(bodies), BATCH)]
         acknowledged: set[int] = set()
