@@ -32,6 +32,7 @@ GRPC_EDGE = {
     "aggregator.secure.server",  # secure roles: the server
     "aggregator.secure.services",  # their servicers
     "aggregator.secure.helper_client",  # the leader's calls to the helper
+    "aggregator.secure.key_service",  # each role's own HPKE config (AggregatorKeys)
     "aggregator.issuer.service",  # the token issuer's servicer (its own statuses)
     "aggregator.issuer.server",  # and its server
 }
