@@ -146,9 +146,9 @@ def open_release(
                 f"{query.noise_sigma}: not trusting this release"
             )
     shares = []
-    for role, sealed, sigma in (
-        (ROLE_LEADER, answer.leader_share, answer.leader_noise_sigma),
+    for role, sealed, sigma in (  # the helper's first: it is what a lying leader cannot forge
         (ROLE_HELPER, answer.helper_share, answer.helper_noise_sigma),
+        (ROLE_LEADER, answer.leader_share, answer.leader_noise_sigma),
     ):
         binding = share_binding(query, int(answer.reports), sigma, kind, mechanism)
         try:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 
 
