@@ -50,6 +50,8 @@ class PolicyOptions:
         sigma = None
         if self.min_noise_sigma:
             sigma = parse_rational_text("--min-noise-sigma", self.min_noise_sigma, "[0, inf)")
+            if sigma < 0:
+                raise ParameterError("--min-noise-sigma", self.min_noise_sigma, "[0, inf)")
             sigma = Fraction(sigma) or None
         for name in self.mechanisms:
             if name not in MECHANISM_PARAMS:

@@ -284,6 +284,21 @@ def serve(
         return
     if helper is not None or helper_tls_ca is not None or origin_name:
         guarded(lambda: _refuse_helper_options(helper))
+    secure_only = {
+        "--min-batch": min_batch,
+        "--min-noise-sigma": min_noise_sigma,
+        "--accept-mechanism": accept_mechanism,
+        "--max-targets": max_targets,
+        "--max-local-epsilon": max_local_epsilon,
+        "--collector-config": collector_config,
+        "--budget-epsilon": budget_epsilon,
+        "--peer-tls-cert": peer_tls_cert,
+        "--peer-tls-key": peer_tls_key,
+        "--insecure-peer": insecure_peer or None,
+    }
+    given = [name for name, value in secure_only.items() if value is not None]
+    if given:
+        guarded(lambda: _refuse_secure_options(given))
     guarded(lambda: serve_blocking(settings))
 
 
@@ -291,3 +306,9 @@ def _refuse_helper_options(helper: str | None) -> None:
     raise ParameterError(
         "--helper/--helper-tls-ca/--origin-name", helper, "given only with --role leader|helper"
     )
+
+
+def _refuse_secure_options(given: list[str]) -> None:
+    peer_only = set(given) <= {"--peer-tls-cert", "--peer-tls-key", "--insecure-peer"}
+    role = "--role leader|helper" if peer_only else "--role helper"
+    raise ParameterError("/".join(given), None, f"given only with {role}")

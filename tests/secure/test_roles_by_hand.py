@@ -75,8 +75,72 @@ def test_serve_refuses_role_option_mistakes_naming_the_option(tmp_path: Path) ->
         ("--role", "helper", "--peer-token", "p", "--helper", "h:1"): "--helper",
         ("--helper", "h:1"): "--helper",
     }
-    for args, option in cases.items():
+    helper = ("--role", "helper", "--peer-token", "p")
+    leader = ("--role", "leader", "--peer-token", "p", "--helper", "127.0.0.1:1")
+    more_cases = {
+        (*helper, "--accept-mechanism", "bogus"): "--accept-mechanism",
+        (*helper, "--collector-config", "zz"): "--collector-config",
+        (*helper, "--min-noise-sigma", "-1"): "--min-noise-sigma",
+        (*leader, "--min-batch", "5"): "helper policy options",
+        ("--min-batch", "5"): "--role helper",
+        ("--insecure-peer",): "--role leader|helper",
+        (*leader, "--peer-tls-cert", "c.pem"): "--peer-tls-cert/--peer-tls-key",
+        (*leader, "--peer-tls-cert", "c.pem", "--peer-tls-key", "k.pem"): "--helper-tls-ca",
+    }
+    for args, option in {**cases, **more_cases}.items():
         done = run_cli(ADMIN, "serve", *args, *db, ok=False)
         assert done.returncode == 2, (args, done.stderr)
         assert option in done.stderr, (args, done.stderr)
     assert not (tmp_path / "x.db.secure").exists()
+
+
+def test_a_plaintext_peer_channel_beyond_loopback_is_refused_unless_insecure_peer(
+    tmp_path: Path,
+) -> None:
+    db = ["--db", str(tmp_path / "x.db"), "--peer-token", "p"]
+    far_helper = ["--role", "leader", "--helper", "192.0.2.1:50051", "--listen", "127.0.0.1:0"]
+    wide_helper = ["--role", "helper", "--listen", "0.0.0.0:0"]
+    for args, option in ((far_helper, "--helper-tls-ca"), (wide_helper, "--tls-cert")):
+        done = run_cli(ADMIN, "serve", *args, *db, ok=False)
+        assert done.returncode == 2, done.stderr
+        assert option in done.stderr and "is not loopback" in done.stderr, done.stderr
+    leader = Role(
+        "leader", tmp_path / "l.db", "127.0.0.1:0", "192.0.2.1:50051", ("--insecure-peer",)
+    )
+    leader.start()
+    proc = leader.proc
+    leader.stop()
+    assert proc is not None and proc.stderr is not None
+    assert "INSECURE PEER CHANNEL (leader)" in proc.stderr.read()
+
+
+def test_a_mutual_tls_helper_refuses_a_leader_without_its_client_certificate(
+    tmp_path: Path,
+) -> None:
+    tls = make_tls_files(tmp_path)
+    helper = Role(
+        "helper",
+        tmp_path / "helper.db",
+        "127.0.0.1:0",
+        extra=(
+            "--tls-cert", str(tls.cert), "--tls-key", str(tls.key),
+            "--tls-client-ca", str(tls.ca),
+        ),
+    )  # fmt: skip
+    helper.start()
+    leader = Role(
+        "leader", tmp_path / "leader.db", "127.0.0.1:0", helper.address,
+        ("--helper-tls-ca", str(tls.ca)),
+    )  # fmt: skip
+    try:
+        leader.start()
+        rr = ["--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3", "--targets", "1,2,3"]
+        key = str(tmp_path / "collector.key")
+        done = run_cli(
+            ADMIN, "secure", "create", *rr, "--collector-key", key, server=leader.address, ok=False
+        )
+    finally:
+        leader.stop()
+        helper.stop()
+    assert done.returncode == 1
+    assert "UNAVAILABLE" in done.stderr and "the helper did not give its HPKE config" in done.stderr
