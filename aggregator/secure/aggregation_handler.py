@@ -40,6 +40,7 @@ from ldpcollect.accounting.release_cost import PrivacyClaim
 from ldpcollect.admission.errors import AdmissionError
 from ldpcollect.admission.verification import Verdict
 from ldpcollect.mechanisms import Mechanism
+from ldpcollect.rational import parse_rational_text
 from ldpcollect.release_noise import validate_noise_sigma
 from ldpcollect.secure.query_vdaf import VDAF_KINDS, query_vdaf, upload_round, vdaf_kind
 from ldpcollect.secure.sealing import ROLE_HELPER, HpkeConfig, HpkeKeyPair, SealingError
@@ -218,7 +219,7 @@ class HelperHandler:
             raise Invalid(f"mechanism {mechanism.name!r} does not use vdaf {request.vdaf!r}")
         query_sigma = None
         if request.noise_sigma:
-            query_sigma = Fraction(request.noise_sigma)
+            query_sigma = parse_rational_text("noise_sigma", request.noise_sigma, "(0, inf)")
             validate_noise_sigma(query_sigma)
         self.policy.check_query(
             request.min_reports, mechanism, request.targets, request.collector_hpke_config
