@@ -9,23 +9,29 @@ import json
 import urllib.request
 from pathlib import Path
 
-from tests.cli.tls_certs import make_tls_files
+from tests.cli.tls_certs import TlsFiles, make_tls_files
 from tests.secure.roles import ADMIN, Role
 from tests.serving import run_cli
 
 
-def test_by_hand_with_a_mutual_tls_helper_and_release_secure(tmp_path: Path) -> None:
-    tls = make_tls_files(tmp_path)
+def mutual_tls_helper(tmp_path: Path, tls: TlsFiles, *policy: str) -> Role:
+    """A started helper serving TLS that requires a client certificate from the test CA."""
     helper = Role(
         "helper",
         tmp_path / "helper.db",
         "127.0.0.1:0",
         extra=(
             "--tls-cert", str(tls.cert), "--tls-key", str(tls.key),
-            "--tls-client-ca", str(tls.ca), "--min-batch", "20",
+            "--tls-client-ca", str(tls.ca), *policy,
         ),
     )  # fmt: skip
     helper.start()
+    return helper
+
+
+def test_by_hand_with_a_mutual_tls_helper_and_release_secure(tmp_path: Path) -> None:
+    tls = make_tls_files(tmp_path)
+    helper = mutual_tls_helper(tmp_path, tls, "--min-batch", "20")
     assert "(mutual TLS," in helper.ready_line
     pinned = tmp_path / "helper.db.hpke-helper.config"
     leader = Role(
@@ -118,16 +124,7 @@ def test_a_mutual_tls_helper_refuses_a_leader_without_its_client_certificate(
     tmp_path: Path,
 ) -> None:
     tls = make_tls_files(tmp_path)
-    helper = Role(
-        "helper",
-        tmp_path / "helper.db",
-        "127.0.0.1:0",
-        extra=(
-            "--tls-cert", str(tls.cert), "--tls-key", str(tls.key),
-            "--tls-client-ca", str(tls.ca),
-        ),
-    )  # fmt: skip
-    helper.start()
+    helper = mutual_tls_helper(tmp_path, tls)
     leader = Role(
         "leader", tmp_path / "leader.db", "127.0.0.1:0", helper.address,
         ("--helper-tls-ca", str(tls.ca)),
