@@ -307,6 +307,11 @@ class HelperHandler:
         against the leader's, its floor and the query's minimum; the collector key against
         its pins; its ledger charged in the release's transaction."""
         query = self.store.query(request.query_id)
+        if "min_reports" not in query.params:
+            raise PolicyRefusal(
+                "provisioned before the helper had a policy",
+                f"query {request.query_id!r} was never checked against it; it is not released",
+            )
         if query.aggregated != request.reports:
             raise FailedPrecondition(
                 f"the helper aggregated {query.aggregated} reports, the leader "
