@@ -149,6 +149,7 @@ def serve_secure_blocking(
     token_directory: Path | None = None,
     origin_name: str = "",
     policy: PolicyOptions | None = None,
+    public_listen: str | None = None,
 ) -> None:
     policy = policy or PolicyOptions()
     if not peer.token:
@@ -185,6 +186,7 @@ def serve_secure_blocking(
         budget=policy.budget(),
         peer_identity=identity,
         audit=_print_line,
+        public_listen=public_listen,
     )
 
     def announce(server: SecureServer, port: int) -> None:
@@ -193,6 +195,8 @@ def serve_secure_blocking(
         metrics = f", metrics on port {server.metrics_port}" if server.metrics_port else ""
         if server.tokens.keys is not None:
             metrics += f", tokens of {server.tokens.issuer_name()}"
+        if server.public_port is not None:
+            metrics += f", its key on port {server.public_port}"
         sys.stdout.write(
             f"{secure_ready_prefix(role)}{host}:{port} ({transport_name(base)}, db "
             f"{server.store.path}, HPKE config id {key.config_id}{metrics})\n"
@@ -217,6 +221,7 @@ def serve_secure(
     peer: PeerOptions,
     origin_name: str = "",
     policy: PolicyOptions | None = None,
+    public_listen: str | None = None,
 ) -> None:
     """`serve --role ROLE` with the trusted mode's options (db, listen, tokens, TLS, metrics),
     the peer channel's and (helper) its policy's."""
@@ -242,4 +247,6 @@ def serve_secure(
         tls_key=settings.tls_key,
         tls_client_ca=settings.tls_client_ca,
     )
-    serve_secure_blocking(role, base, helper, peer, settings.token_directory, origin_name, policy)
+    serve_secure_blocking(
+        role, base, helper, peer, settings.token_directory, origin_name, policy, public_listen
+    )

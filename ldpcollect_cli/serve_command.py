@@ -236,6 +236,15 @@ def serve(
             help="Leader: PEM private key of --peer-tls-cert.",
         ),
     ] = None,
+    public_listen: Annotated[
+        str | None,
+        typer.Option(
+            "--public-listen",
+            help="Leader and helper: a second host:port serving only this aggregator's HPKE "
+            "config (AggregatorKeys) and health, TLS without client certificates: where "
+            "devices fetch a mutual-TLS helper's key.",
+        ),
+    ] = None,
     insecure_peer: Annotated[
         bool,
         typer.Option(
@@ -280,7 +289,9 @@ def serve(
             budget_delta,
         )
         peer = PeerOptions(peer_token, helper_tls_ca, peer_tls_cert, peer_tls_key, insecure_peer)
-        guarded(lambda: serve_secure(role, settings, helper, peer, origin_name, policy))
+        guarded(
+            lambda: serve_secure(role, settings, helper, peer, origin_name, policy, public_listen)
+        )
         return
     if helper is not None or helper_tls_ca is not None or origin_name:
         guarded(lambda: _refuse_helper_options(helper))
@@ -295,6 +306,7 @@ def serve(
         "--peer-tls-cert": peer_tls_cert,
         "--peer-tls-key": peer_tls_key,
         "--insecure-peer": insecure_peer or None,
+        "--public-listen": public_listen,
     }
     given = [name for name, value in secure_only.items() if value is not None]
     if given:
@@ -309,6 +321,11 @@ def _refuse_helper_options(helper: str | None) -> None:
 
 
 def _refuse_secure_options(given: list[str]) -> None:
-    peer_only = set(given) <= {"--peer-tls-cert", "--peer-tls-key", "--insecure-peer"}
+    peer_only = set(given) <= {
+        "--peer-tls-cert",
+        "--peer-tls-key",
+        "--insecure-peer",
+        "--public-listen",
+    }
     role = "--role leader|helper" if peer_only else "--role helper"
     raise ParameterError("/".join(given), None, f"given only with {role}")

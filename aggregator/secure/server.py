@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import grpc
@@ -67,6 +67,9 @@ class SecureRoleConfig:
     peer_identity: tuple[Path, Path] | None = None
     # Helper: where each query it takes part in is recorded for its operator (a line each).
     audit: Callable[[str], None] = log.info
+    # A second port serving only AggregatorKeys and health, TLS without client certificates:
+    # devices fetch the key there from a helper whose main port requires them.
+    public_listen: str | None = None
 
 
 def origin_name(config: SecureRoleConfig, port: int) -> str:
@@ -94,6 +97,8 @@ class SecureServer:
         self.driver: AggregationDriver | None = None
         self.port: int | None = None
         self.metrics_port: int | None = None
+        self._public: grpc.aio.Server | None = None
+        self.public_port: int | None = None
 
     def _helper_channel(self) -> grpc.aio.Channel:
         assert self.config.helper is not None
@@ -152,10 +157,7 @@ class SecureServer:
             apb_grpc.add_HelperServicer_to_server(
                 HelperService(named, self.config.peer_token), server
             )
-        policy = self.config.policy if self.config.role == HELPER else None
-        spb_grpc.add_AggregatorKeysServicer_to_server(
-            AggregatorKeysService(self.config.role, self.key_pair.config, policy), server
-        )
+        spb_grpc.add_AggregatorKeysServicer_to_server(self._keys_service(), server)
         health = AsyncHealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health, server)
         if credentials is None:
@@ -166,6 +168,8 @@ class SecureServer:
         await server.start()
         await health.set("", health_pb2.HealthCheckResponse.SERVING)
         self._server, self.port = server, port
+        if self.config.public_listen is not None:
+            await self._start_public(self.config.public_listen)
         if self.driver is not None:
             self.driver.start()
         if base.metrics_port is not None:
@@ -173,7 +177,31 @@ class SecureServer:
         log.info("secure %s listening on port %d", self.config.role, port)
         return port
 
+    def _keys_service(self) -> AggregatorKeysService:
+        policy = self.config.policy if self.config.role == HELPER else None
+        return AggregatorKeysService(self.config.role, self.key_pair.config, policy)
+
+    async def _start_public(self, listen: str) -> None:
+        """AggregatorKeys and health alone on `listen` (TLS if the main port has it, never
+        asking for a client certificate): what a device may call on the helper."""
+        ensure_port_free(listen)
+        public = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        spb_grpc.add_AggregatorKeysServicer_to_server(self._keys_service(), public)
+        health = AsyncHealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health, public)
+        credentials = server_credentials(replace(self.config.base, tls_client_ca=None))
+        if credentials is None:
+            self.public_port = public.add_insecure_port(listen)
+        else:
+            self.public_port = public.add_secure_port(listen, credentials)
+        await public.start()
+        await health.set("", health_pb2.HealthCheckResponse.SERVING)
+        self._public = public
+
     async def stop(self, grace: float | None = 1.0) -> None:
+        if self._public is not None:
+            await self._public.stop(grace)
+            self._public = None
         if self.driver is not None:
             await self.driver.stop()
         if self._server is not None:

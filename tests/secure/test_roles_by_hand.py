@@ -1,7 +1,8 @@
 """The README's by-hand run through the real CLI: a helper serving mutual TLS with its own
 policy, a leader reaching it with --helper-tls-ca and its client certificate, `ldpcollect
-secure create|simulate` (devices pin the helper's published config), and `ldpcollect release
---secure --json` opening both shares with the collector key file."""
+secure create|simulate` (devices fetch the helper's key from its public port, or pin its
+published config), and `ldpcollect release --secure --json` opening both shares with the
+collector key file."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def mutual_tls_helper(tmp_path: Path, tls: TlsFiles, *policy: str) -> Role:
 
 def test_by_hand_with_a_mutual_tls_helper_and_release_secure(tmp_path: Path) -> None:
     tls = make_tls_files(tmp_path)
-    helper = mutual_tls_helper(tmp_path, tls, "--min-batch", "20")
+    helper = mutual_tls_helper(tmp_path, tls, "--min-batch", "20", "--public-listen", "127.0.0.1:0")
     assert "(mutual TLS," in helper.ready_line
     pinned = tmp_path / "helper.db.hpke-helper.config"
     leader = Role(
@@ -51,9 +52,14 @@ def test_by_hand_with_a_mutual_tls_helper_and_release_secure(tmp_path: Path) -> 
         rr = ["--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3", "--targets", "1,2,3"]
         create = ["secure", "create", "-q", "hand", *rr, "--min-reports", "20"]
         run_cli(ADMIN, *create, "--collector-key", key, server=server)
-        simulate = ["secure", "simulate", "--helper-config", str(pinned)]
-        run_cli(ADMIN, *simulate, "-q", "hand", "-n", "30", server=server)
-        bad = run_cli(ADMIN, *simulate, "-q", "nope", server=server, ok=False)
+        # devices take the helper's key from the helper (its public port: the main one
+        # wants the leader's client certificate), or from the file its operator publishes
+        public = "127.0.0.1:" + helper.ready_line.split("its key on port ")[1].split(")")[0]
+        from_helper = ["--helper", public, "--helper-tls-ca", str(tls.ca)]
+        simulate = ["secure", "simulate", "-q", "hand", "-n", "30", *from_helper]
+        run_cli(ADMIN, *simulate, server=server)
+        pinning = ["secure", "simulate", "--helper-config", str(pinned)]
+        bad = run_cli(ADMIN, *pinning, "-q", "nope", server=server, ok=False)
         assert bad.returncode == 1 and "NOT_FOUND" in bad.stderr
         release = ["release", "--secure", "-q", "hand", "--collector-key", key, "--json"]
         done = run_cli(ADMIN, *release, server=server)
