@@ -11,7 +11,7 @@ import signal
 import subprocess
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +20,9 @@ import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 
 from aggregator.edge import RoleLimits
-from aggregator.overload import PUSHBACK_METADATA_KEY
 from aggregator.role_limits import HELPER_LIMITS, ISSUER_LIMITS, LEADER_LIMITS, trusted_limits
 from client.loadgen import build_reports
+from client.retry import pushback_seconds
 from client.secure_collector import create_secure_query
 from client.secure_device import SecureDevice, fetch_query
 from ldpcollect.mechanisms import mechanism_from_params
@@ -100,7 +100,7 @@ class StormResult:
 
 
 Starter = Callable[[Path, ExitStack], Running]
-Storm = Callable[[Running], Awaitable[StormResult]]
+Storm = Callable[[Running], Coroutine[None, None, StormResult]]
 
 
 @dataclass(frozen=True)
@@ -215,14 +215,11 @@ def _create_trusted_query(address: str) -> None:
 def _note(result: StormResult, err: grpc.aio.AioRpcError) -> None:
     code = err.code().name
     result.statuses[code] += 1
-    hinted = any(key == PUSHBACK_METADATA_KEY for key, _ in err.trailing_metadata() or ())
-    if not hinted:
+    if pushback_seconds(err) is None:
         result.without_hint[f"{code}: {(err.details() or '')[:120]}"] += 1
 
 
-async def _loop(
-    result: StormResult, callers: int, call: Callable[[int], Awaitable[int]]
-) -> None:
+async def _loop(result: StormResult, callers: int, call: Callable[[int], Awaitable[int]]) -> None:
     """`callers` coroutines calling `call(i)` back to back for STORM_SECONDS; `call` returns
     how many reports were acknowledged. A refused call waits a little, as a device would
     (not the hint: the storm is meant to keep the pressure on)."""
@@ -297,9 +294,7 @@ async def leader_storm(running: Running) -> StormResult:
             return int(done.accepted)
 
         async def large(i: int) -> int:
-            await stub.UploadSecureReports(
-                spb.UploadSecureReportsRequest(reports=junk), timeout=60
-            )
+            await stub.UploadSecureReports(spb.UploadSecureReportsRequest(reports=junk), timeout=60)
             return 0
 
         await asyncio.gather(_loop(result, 300, one), _loop(result, 6, large))

@@ -91,7 +91,7 @@ def call(
             else:
                 channel.unary_unary(path, None, None)(messages[0], metadata=metadata, timeout=60)
         except grpc.RpcError as err:
-            return err.code().name, err.details() or ""  # type: ignore[attr-defined]
+            return err.code().name, err.details() or ""
     return "OK", ""
 
 
@@ -169,9 +169,7 @@ def test_memory_returns_after_oversized_and_full_size_requests(
     assert after < before + 200, (before, after)
 
 
-def test_sustained_overload_is_answered_with_a_retry_hint(
-    role: RoleSpec, running: Running
-) -> None:
+def test_sustained_overload_is_answered_with_a_retry_hint(role: RoleSpec, running: Running) -> None:
     result = asyncio.run(role.storm(running))
     print(f"\n{role.name}: {dict(result.statuses)}; acknowledged {result.acknowledged}")
     assert result.statuses["OK"] > 0, result.statuses
@@ -193,12 +191,13 @@ def test_silent_client_streams_are_ended(role: RoleSpec, running: Running) -> No
             yield b""
 
         started = time.monotonic()
-        with grpc.insecure_channel(running.address) as channel:
-            with pytest.raises(grpc.RpcError) as ended:
-                channel.stream_unary(path, None, None)(
-                    silent(), metadata=running.metadata(served, method.name), timeout=20
-                )
-        assert ended.value.code() == grpc.StatusCode.UNAVAILABLE, ended.value  # type: ignore[attr-defined]
+        metadata = running.metadata(served, method.name)
+        with (
+            grpc.insecure_channel(running.address) as channel,
+            pytest.raises(grpc.RpcError) as ended,
+        ):
+            channel.stream_unary(path, None, None)(silent(), metadata=metadata, timeout=20)
+        assert ended.value.code() == grpc.StatusCode.UNAVAILABLE, ended.value
         assert time.monotonic() - started < 20
 
 
@@ -239,8 +238,7 @@ def test_a_damaged_database_is_reported_as_damaged(
     directory = tmp_path / "role"
     directory.mkdir(mode=0o700)
     damage(directory / role.damaged_file, how)
-    with pytest.raises(AssertionError) as refused:
-        with running_role(role, directory):
-            pass
+    with pytest.raises(AssertionError) as refused, running_role(role, directory):
+        pass
     assert "damaged" in str(refused.value), str(refused.value)[-2000:]
     assert "may read and write" not in str(refused.value)
