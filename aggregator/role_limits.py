@@ -30,7 +30,7 @@ def trusted_limits(max_message_bytes: int) -> RoleLimits:
     )
 
 
-# The leader: an upload of up to 1,000 reports in 8 MiB (1,000 reports of a ~450-target
+# The leader: an upload of up to 1,000 reports in 8 MiB (1,000 reports of a ~400-target
 # query, or 3 of the largest); 32 MiB of requests at once (4 full uploads).
 LEADER_LIMITS = RoleLimits(
     message_bytes={
