@@ -306,30 +306,37 @@ async def leader_storm(running: Running) -> StormResult:
     return result
 
 
-async def helper_storm(running: Running) -> StormResult:
+async def _read_storm(
+    running: Running, call: Callable[[grpc.aio.Channel], Awaitable[object]]
+) -> StormResult:
+    """1,000 callers repeating one cheap call (the roles that take no reports)."""
     result = StormResult()
     async with grpc.aio.insecure_channel(running.address) as channel:
-        stub = apb_grpc.HelperStub(channel)
 
         async def one(i: int) -> int:
-            await stub.GetHpkeConfig(apb.GetHpkeConfigRequest(), metadata=PEER_AUTH, timeout=60)
+            await call(channel)
             return 0
 
         await _loop(result, 1_000, one)
     return result
+
+
+async def helper_storm(running: Running) -> StormResult:
+    return await _read_storm(
+        running,
+        lambda channel: apb_grpc.HelperStub(channel).GetHpkeConfig(
+            apb.GetHpkeConfigRequest(), metadata=PEER_AUTH, timeout=60
+        ),
+    )
 
 
 async def issuer_storm(running: Running) -> StormResult:
-    result = StormResult()
-    async with grpc.aio.insecure_channel(running.address) as channel:
-        stub = ipb_grpc.IssuerStub(channel)
-
-        async def one(i: int) -> int:
-            await stub.GetDirectory(ipb.GetDirectoryRequest(), timeout=60)
-            return 0
-
-        await _loop(result, 1_000, one)
-    return result
+    return await _read_storm(
+        running,
+        lambda channel: ipb_grpc.IssuerStub(channel).GetDirectory(
+            ipb.GetDirectoryRequest(), timeout=60
+        ),
+    )
 
 
 ROLES = (
