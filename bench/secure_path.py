@@ -23,6 +23,7 @@ from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
 from ldpcollect.v1 import secure_pb2 as spb
+from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
 from ldpcollect_cli.demo import aggregator_subprocess, block_targets
 from ldpcollect_cli.secure_demo import seal_chunk, secure_deployment
 
@@ -42,10 +43,15 @@ def _sealed(query: spb.SecureQuery, helper: str, targets: list[int], n: int) -> 
         return [body for part in parts for body in part]
 
 
-def wait_aggregated(channel: grpc.Channel, query_id: str, n: int) -> spb.SecureQuery:
-    """Poll the leader until `n` reports are aggregated or refused; the query's last state."""
+def wait_aggregated(
+    channel: grpc.Channel, admin_token: str, query_id: str, n: int
+) -> spb.SecureQuery:
+    """Poll the leader (as its admin: progress is the operator's) until `n` reports are
+    aggregated or refused; the query's last state."""
+    admin = spb_grpc.SecureAdminStub(channel)
+    auth = (("authorization", f"Bearer {admin_token}"),)
     while True:
-        state = fetch_query(channel, query_id)
+        state = admin.GetSecureQuery(spb.GetSecureQueryRequest(query_id=query_id), metadata=auth)
         if state.aggregated_reports + state.refused_reports >= n:
             return state
         time.sleep(0.02)
@@ -64,7 +70,7 @@ def secure_path_rate(mechanism: str, n: int) -> float:
         for i in range(0, n, BATCH):
             done = upload(channel, bodies[i : i + BATCH])
             assert not done.rejected, done.rejected[0].message
-        wait_aggregated(channel, query.query_id, n)
+        wait_aggregated(channel, run.admin_token, query.query_id, n)
         seconds = time.perf_counter() - start
     return n / seconds
 

@@ -57,7 +57,7 @@ def path_rate(mechanism: str, n: int, issuer: Issuer | None, directory: Path | N
             part = tokens[i : i + BATCH]
             done = upload(channel, bodies[i : i + BATCH], tokens=part)
             assert not done.rejected, done.rejected[0].message
-        state = wait_aggregated(channel, query.query_id, n)
+        state = wait_aggregated(channel, run.admin_token, query.query_id, n)
         seconds = time.perf_counter() - start
         assert state.refused_reports == 0
     return n / seconds

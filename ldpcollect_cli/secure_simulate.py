@@ -17,6 +17,7 @@ from rich.console import Console
 from client.channels import open_channel
 from client.fleet_tokens import FleetTokens
 from client.secure_device import SecureDevice, fetch_query, report_challenge, upload
+from client.upload_parts import upload_parts
 from ldpcollect.errors import ParameterError
 from ldpcollect.secure.sealing import HpkeConfig
 
@@ -55,8 +56,9 @@ def simulate_secure(
             )
             sent = sorted(by_device)  # a device the issuer refused sends nothing
         accepted = duplicates = 0
-        for i in range(0, len(sent), CHUNK):
-            part = sent[i : i + CHUNK]
+        sizes = [len(bodies[d]) + len(by_device.get(d, b"")) for d in sent]
+        for indexes in upload_parts(sizes, max_reports=CHUNK):
+            part = [sent[i] for i in indexes]
             done = upload(
                 channel,
                 [bodies[d] for d in part],

@@ -26,7 +26,8 @@ FORBIDDEN = {
 GRPC_EDGE = {
     "aggregator.server",  # the gRPC server and its options
     "aggregator.service",  # the servicers
-    "aggregator.rpc_handlers",  # their registration: request bytes decoded, aborts bounded
+    "aggregator.edge",  # every role's requests checked as bytes: credentials, size, budget
+    "aggregator.rpc_handlers",  # the trusted services' registration at the edge
     "aggregator.status_map",  # refusals -> statuses, the one table
     "aggregator.metrics",  # metrics labelled by status
     "aggregator.secure.server",  # secure roles: the server

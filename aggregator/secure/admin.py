@@ -28,7 +28,12 @@ from ldpcollect.v1 import aggregation_pb2 as apb
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect.vdaf.prio3 import VERIFY_KEY_SIZE
-from ldpcollect.wire import mechanism_from_proto, mechanism_to_proto, validate_query_id
+from ldpcollect.wire import (
+    mechanism_from_proto,
+    mechanism_to_proto,
+    validate_description,
+    validate_query_id,
+)
 
 
 class LeaderAdmin:
@@ -78,6 +83,7 @@ class LeaderAdmin:
         if not request.allow_no_privacy:
             refuse_no_privacy(mechanism)
         targets = list(validate_targets(request.targets))
+        validate_description(request.description)
         if request.min_reports < 1:
             raise ParameterError("min_reports", request.min_reports, "[1, 2**63)")
         if request.noise_sigma:

@@ -23,8 +23,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 
 from aggregator.config import AggregatorConfig
+from aggregator.edge import EdgeGate, register, server_options
 from aggregator.redemption import TokenKeys
 from aggregator.release import set_budget_function
+from aggregator.role_limits import HELPER_LIMITS, LEADER_LIMITS
 from aggregator.secure.admin import LeaderAdmin
 from aggregator.secure.aggregation_driver import AggregationDriver
 from aggregator.secure.aggregation_handler import HelperHandler
@@ -33,19 +35,29 @@ from aggregator.secure.helper_policy import HelperPolicy
 from aggregator.secure.key_service import AggregatorKeysService
 from aggregator.secure.keys import key_path, load_or_create_key_pair
 from aggregator.secure.metrics import SecureMetrics
-from aggregator.secure.services import HelperService, SecureAdminService, SecureCollectorService
+from aggregator.secure.services import (
+    HelperService,
+    SecureAdminService,
+    SecureCollectorService,
+    require_bearer,
+)
 from aggregator.secure.store import SecureStore, secure_db_path
 from aggregator.secure.token_check import SecureTokens
 from aggregator.secure.upload import LeaderUpload
 from aggregator.server import ensure_port_free, server_credentials
 from aggregator.until_signal import serve_until_signal
 from ldpcollect.secure.key_file import public_config_path, write_public_config
-from ldpcollect.v1 import aggregation_pb2_grpc as apb_grpc
-from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
+from ldpcollect.v1 import aggregation_pb2 as apb
+from ldpcollect.v1 import secure_pb2 as spb
 
 log = logging.getLogger(__name__)
 
 LEADER, HELPER = "leader", "helper"
+SECURE_COLLECTOR = spb.DESCRIPTOR.services_by_name["SecureCollector"]
+SECURE_ADMIN = spb.DESCRIPTOR.services_by_name["SecureAdmin"]
+HELPER_SERVICE = apb.DESCRIPTOR.services_by_name["Helper"]
+AGGREGATOR_KEYS = spb.DESCRIPTOR.services_by_name["AggregatorKeys"]
+PEER_WHO = "peer (leader-helper)"
 
 
 @dataclass(frozen=True)
@@ -123,13 +135,9 @@ class SecureServer:
         write_public_config(
             public_config_path(key_path(base.db_path, self.config.role)), self.key_pair.config
         )
-        server = grpc.aio.server(
-            options=[
-                ("grpc.so_reuseport", 0),
-                ("grpc.max_receive_message_length", 64 << 20),
-                ("grpc.max_send_message_length", 64 << 20),
-            ]
-        )
+        limits = LEADER_LIMITS if self.config.role == LEADER else HELPER_LIMITS
+        server = grpc.aio.server(options=server_options(limits, max_send_bytes=64 << 20))
+        gate = EdgeGate(limits)
         named: LeaderAdmin | HelperHandler
         if self.config.role == LEADER:
             self._channel = self._helper_channel()
@@ -138,12 +146,14 @@ class SecureServer:
             upload = LeaderUpload(
                 self.store, self.key_pair, self.metrics, self.driver.wake.set, self.tokens
             )
-            spb_grpc.add_SecureCollectorServicer_to_server(
-                SecureCollectorService(self.store, upload), server
-            )
+            register(server, SECURE_COLLECTOR, SecureCollectorService(self.store, upload), gate)
             named = LeaderAdmin(self.store, self.key_pair, helper, self.tokens)
-            spb_grpc.add_SecureAdminServicer_to_server(
-                SecureAdminService(named, base.admin_token), server
+            register(
+                server,
+                SECURE_ADMIN,
+                SecureAdminService(named, base.admin_token),
+                gate,
+                authorize=lambda context: require_bearer(context, base.admin_token, "admin"),
             )
         else:
             named = HelperHandler(
@@ -154,10 +164,15 @@ class SecureServer:
                 policy=self.config.policy,
                 audit=self.config.audit,
             )
-            apb_grpc.add_HelperServicer_to_server(
-                HelperService(named, self.config.peer_token), server
+            peer = self.config.peer_token
+            register(
+                server,
+                HELPER_SERVICE,
+                HelperService(named, peer),
+                gate,
+                authorize=lambda context: require_bearer(context, peer, PEER_WHO),
             )
-        spb_grpc.add_AggregatorKeysServicer_to_server(self._keys_service(), server)
+        register(server, AGGREGATOR_KEYS, self._keys_service(), gate)  # public: no token
         health = AsyncHealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health, server)
         if credentials is None:
@@ -185,8 +200,9 @@ class SecureServer:
         """AggregatorKeys and health alone on `listen` (TLS if the main port has it, never
         asking for a client certificate): what a device may call on the helper."""
         ensure_port_free(listen)
-        public = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        spb_grpc.add_AggregatorKeysServicer_to_server(self._keys_service(), public)
+        limits = LEADER_LIMITS if self.config.role == LEADER else HELPER_LIMITS
+        public = grpc.aio.server(options=server_options(limits))
+        register(public, AGGREGATOR_KEYS, self._keys_service(), EdgeGate(limits))
         health = AsyncHealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health, public)
         credentials = server_credentials(replace(self.config.base, tls_client_ca=None))

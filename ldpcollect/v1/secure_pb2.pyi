@@ -87,7 +87,10 @@ class SecureQuery(_message.Message):
     round pair (sent once, after round 2).
     """
     aggregated_reports: _builtins.int
-    """Reports both aggregators have verified and durably aggregated."""
+    """Progress (12-14) is the operator's: set by SecureAdmin.GetSecureQuery, always 0 from
+    SecureCollector (so no one can watch a device's report be aggregated or refused).
+    Reports both aggregators have verified and durably aggregated.
+    """
     pending_reports: _builtins.int
     """Reports the leader holds durably, not yet aggregated (waiting for the helper)."""
     refused_reports: _builtins.int

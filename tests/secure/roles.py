@@ -25,6 +25,7 @@ from tests.serving import cli_env
 
 ADMIN = "admin-token"
 PEER = "peer-token"
+ADMIN_AUTH = (("authorization", f"Bearer {ADMIN}"),)
 T = TypeVar("T")
 
 
@@ -129,11 +130,11 @@ def admin_stub(channel: grpc.Channel) -> spb_grpc.SecureAdminStub:
 
 
 def aggregated(channel: grpc.Channel, query_id: str) -> spb.SecureQuery:
-    """The query once nothing is pending at the leader."""
+    """The query once nothing is pending at the leader (progress is the admin's to see)."""
 
     def probe() -> spb.SecureQuery | None:
-        query = spb_grpc.SecureCollectorStub(channel).GetSecureQuery(
-            spb.GetSecureQueryRequest(query_id=query_id), timeout=30
+        query = spb_grpc.SecureAdminStub(channel).GetSecureQuery(
+            spb.GetSecureQueryRequest(query_id=query_id), metadata=ADMIN_AUTH, timeout=30
         )
         return None if query.pending_reports else query
 

@@ -17,7 +17,7 @@ import grpc
 import pytest
 
 from client.secure_collector import create_secure_query, release_secure_query
-from client.secure_device import SecureDevice, fetch_query, report_challenge, upload
+from client.secure_device import SecureDevice, report_challenge, upload
 from client.tokens import Enrollment, IssuerClient
 from ldpcollect.admission.directory import DirectoryKey, IssuerDirectory
 from ldpcollect.admission.query_challenge import query_challenge
@@ -32,8 +32,9 @@ from ldpcollect.mechanisms import mechanism_from_params
 from ldpcollect.secure.key_file import load_or_create_key_pair
 from ldpcollect.secure.sealing import HpkeKeyPair
 from ldpcollect.v1 import secure_pb2 as spb
+from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
 from tests.admission.issuer_process import Issuing, enroll, issuing
-from tests.secure.roles import ADMIN, SMALL_BATCHES, Pair, Role, aggregated
+from tests.secure.roles import ADMIN, ADMIN_AUTH, SMALL_BATCHES, Pair, Role, aggregated
 from tests.serving import run_cli
 
 TARGETS = [21, 22, 23, 24]
@@ -333,7 +334,9 @@ def test_a_leader_restarted_without_its_directory_refuses_token_uploads(setup: S
             names = {code.value[0]: code.name for code in grpc.StatusCode}
             assert [names[r.code] for r in done.rejected] == ["UNAVAILABLE"]
             assert "--token-directory" in done.rejected[0].message
-            query = fetch_query(channel, device.query.query_id)
+            query = spb_grpc.SecureAdminStub(channel).GetSecureQuery(
+                spb.GetSecureQueryRequest(query_id=device.query.query_id), metadata=ADMIN_AUTH
+            )
             assert (query.pending_reports, query.aggregated_reports) == (0, 0)
     finally:
         leader.stop()
