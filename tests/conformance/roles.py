@@ -49,6 +49,7 @@ ISSUER_AUTH: Metadata = ()
 COLLECTOR = pb.DESCRIPTOR.services_by_name["Collector"]
 ADMIN_SERVICE = pb.DESCRIPTOR.services_by_name["Admin"]
 SECURE_COLLECTOR = spb.DESCRIPTOR.services_by_name["SecureCollector"]
+AGGREGATOR_KEYS = spb.DESCRIPTOR.services_by_name["AggregatorKeys"]
 SECURE_ADMIN = spb.DESCRIPTOR.services_by_name["SecureAdmin"]
 HELPER = apb.DESCRIPTOR.services_by_name["Helper"]
 ISSUER = ipb.DESCRIPTOR.services_by_name["Issuer"]
@@ -147,6 +148,10 @@ def start_trusted_postgres(directory: Path, stack: ExitStack) -> Running:
     return _trusted(directory, stack, "--store", url, "--store-pool-size", "2")
 
 
+# Each aggregator's public HPKE config, published for devices to pin (not a secret).
+PUBLISHED_CONFIGS = frozenset({"helper.db.hpke-helper.config", "leader.db.hpke-leader.config"})
+
+
 def _secure(role: str, directory: Path, stack: ExitStack, helper: str | None = None) -> Role:
     extra = SMALL_BATCHES if role == "helper" else ()
     running = Role(role, directory / f"{role}.db", "127.0.0.1:0", helper=helper, extra=extra)
@@ -158,7 +163,7 @@ def _secure(role: str, directory: Path, stack: ExitStack, helper: str | None = N
 def start_helper(directory: Path, stack: ExitStack) -> Running:
     helper = _secure("helper", directory, stack)
     assert helper.proc is not None
-    return Running(helper.address, helper.proc.pid, directory)
+    return Running(helper.address, helper.proc.pid, directory, public_files=PUBLISHED_CONFIGS)
 
 
 def start_leader(directory: Path, stack: ExitStack) -> Running:
@@ -167,7 +172,7 @@ def start_leader(directory: Path, stack: ExitStack) -> Running:
     helper = _secure("helper", helper_dir, stack)
     leader = _secure("leader", directory, stack, helper=helper.address)
     assert leader.proc is not None
-    running = Running(leader.address, leader.proc.pid, directory)
+    running = Running(leader.address, leader.proc.pid, directory, public_files=PUBLISHED_CONFIGS)
     collector = generate_key_pair(9)
     mechanism = mechanism_from_params("rr", {"flip1": "0.85", "flip2": "0.3"})
     with grpc.insecure_channel(leader.address) as channel:
@@ -363,7 +368,7 @@ ROLES = (
     RoleSpec(
         "leader",
         start_leader,
-        (Served(SECURE_COLLECTOR), Served(SECURE_ADMIN, ADMIN_AUTH)),
+        (Served(SECURE_COLLECTOR), Served(SECURE_ADMIN, ADMIN_AUTH), Served(AGGREGATOR_KEYS)),
         LEADER_LIMITS,
         leader_storm,
         "leader.db.secure",
@@ -371,7 +376,7 @@ ROLES = (
     RoleSpec(
         "helper",
         start_helper,
-        (Served(HELPER, PEER_AUTH),),
+        (Served(HELPER, PEER_AUTH), Served(AGGREGATOR_KEYS)),
         HELPER_LIMITS,
         helper_storm,
         "helper.db.secure",
