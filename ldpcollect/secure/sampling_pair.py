@@ -24,6 +24,7 @@ from ldpcollect.vdaf.errors import VdafError
 from ldpcollect.vdaf.field import Field, Field128
 from ldpcollect.vdaf.flp import Flp, GadgetCall, Valid
 from ldpcollect.vdaf.gadgets import Mul, ParallelSum
+from ldpcollect.vdaf.native import SAMPLING_PAIR, NativeCircuit
 from ldpcollect.vdaf.prio3 import Prio3
 
 PRIO3_SAMPLING_PAIR = 0xFFFF0001
@@ -51,6 +52,9 @@ class SamplingPair(Valid[Sequence[int], list[int]]):
         self.joint_rand_len = self.gadget_calls[0]
         self.eval_output_len = 2
         self.output_len = 2 * targets
+
+    def native_circuit(self) -> NativeCircuit | None:
+        return NativeCircuit(SAMPLING_PAIR, self.targets, 0, self.chunk_length)
 
     def encode(self, measurement: Sequence[int]) -> list[int]:
         """`measurement` is round 1's bits then round 2's; refuses a pair no honest SP
