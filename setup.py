@@ -6,10 +6,7 @@ setup(
     ext_modules=[
         Extension(
             "ldpcollect.vdaf._native",
-            [
-                NATIVE_VDAF + name
-                for name in ("module.c", "prio3.c", "kernels.c", "turboshake.c")
-            ],
+            [NATIVE_VDAF + name for name in ("module.c", "prio3.c", "kernels.c", "turboshake.c")],
             depends=[
                 NATIVE_VDAF + name
                 for name in (

@@ -50,8 +50,12 @@ def _checked(call: Callable[[], bytes]) -> bytes:
         raise VdafError(str(error)) from None
 
 
-def _binary(op: Callable[[int, bytes, bytes], bytes], field: Field, left: Sequence[int],
-            right: Sequence[int]) -> list[int]:
+def _binary(
+    op: Callable[[int, bytes, bytes], bytes],
+    field: Field,
+    left: Sequence[int],
+    right: Sequence[int],
+) -> list[int]:
     fid, enc = field_id(field), field.encode_vec
     return field.decode_vec(_checked(lambda: op(fid, enc(left), enc(right))))
 
@@ -102,13 +106,9 @@ def lagrange_eval(field: Field, values: Sequence[int], x: int) -> int:
     return field.decode_vec(_checked(lambda: _native.lagrange_eval(fid, data, point)))[0]
 
 
-def xof_expand(
-    field: Field, seed: bytes, dst: bytes, binder: bytes, length: int
-) -> list[int]:
+def xof_expand(field: Field, seed: bytes, dst: bytes, binder: bytes, length: int) -> list[int]:
     fid = field_id(field)
-    return field.decode_vec(
-        _checked(lambda: _native.xof_expand(fid, seed, dst, binder, length))
-    )
+    return field.decode_vec(_checked(lambda: _native.xof_expand(fid, seed, dst, binder, length)))
 
 
 def xof_bytes(seed: bytes, dst: bytes, binder: bytes, length: int) -> bytes:

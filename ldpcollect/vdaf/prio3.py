@@ -111,9 +111,7 @@ class Prio3(Generic[Measurement, AggResult]):
         self.proofs = proofs
         self.uses_joint_rand = flp.joint_rand_len > 0
         self.rand_size = SEED_SIZE * shares * (2 if self.uses_joint_rand else 1)
-        self.kernel = prio3_kernel(
-            vdaf_id, flp.valid.native_circuit(), flp.field, shares, proofs
-        )
+        self.kernel = prio3_kernel(vdaf_id, flp.valid.native_circuit(), flp.field, shares, proofs)
         """The compiled Prio3 behind the `*_encoded` methods, or None (this reference code)."""
 
     def reference(self) -> Prio3[Measurement, AggResult]:
@@ -263,7 +261,11 @@ class Prio3(Generic[Measurement, AggResult]):
             public_share, input_shares = self.shard(ctx, measurement, nonce, rand)
             encoded = [self.encode_input_share(share) for share in input_shares]
             return self.encode_public_share(public_share), encoded
-        meas = bytes(self.flp.encode(measurement))  # every supported encoding is 0/1
+        encoded = self.flp.encode(measurement)
+        if encoded and (min(encoded) < 0 or max(encoded) > 1):  # a lying encoder (tests)
+            meas = self.field.encode_vec([x % self.field.modulus for x in encoded])
+        else:
+            meas = bytes(encoded)  # an honest encoding is 0/1: one byte each
         _check_size("nonce", nonce, NONCE_SIZE)
         _check_size("sharding randomness", rand, self.rand_size)
         return self.kernel.shard(ctx, meas, nonce, rand)

@@ -223,23 +223,46 @@ static int check_len(const char *what, Py_ssize_t len, Py_ssize_t expected) {
     return -1;
 }
 
-/* shard(ctx, measurement as 0/1 bytes, nonce, rand) -> (public share, [input shares]) */
+/* shard(ctx, measurement, nonce, rand) -> (public share, [input shares]); the encoded
+ * measurement is either one 0/1 byte per element or Field128 elements (16 bytes each). */
 static PyObject *prio3_shard_py(Prio3Object *self, PyObject *args) {
     Py_buffer ctx, meas, nonce, rand;
     if (check_ready(self) || !PyArg_ParseTuple(args, "y*y*y*y*", &ctx, &meas, &nonce, &rand))
         return NULL;
     const circuit *c = &self->c;
     PyObject *result = NULL, *pub = NULL, *leader = NULL, *helpers = NULL;
-    size_t helper_count = c->shares - 1;
-    if (check_len("the measurement", meas.len, (Py_ssize_t)c->meas_len) ||
-        check_len("the nonce", nonce.len, NONCE) ||
+    size_t helper_count = c->shares - 1, m = c->meas_len;
+    f128 *values = NULL;
+    if (check_len("the nonce", nonce.len, NONCE) ||
         check_len("the sharding randomness", rand.len, (Py_ssize_t)(2 * c->shares * SEED)))
         goto done;
-    for (Py_ssize_t i = 0; i < meas.len; i++)
-        if (((uint8_t *)meas.buf)[i] > 1) {
-            PyErr_SetString(PyExc_ValueError, "the encoded measurement is 0/1 bytes");
-            goto done;
+    if (!(values = PyMem_Malloc(m * sizeof(f128)))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const uint8_t *src = meas.buf;
+    if ((size_t)meas.len == m) {
+        for (size_t i = 0; i < m; i++) {
+            if (src[i] > 1) {
+                PyErr_SetString(PyExc_ValueError, "a one-byte encoded measurement is 0/1 bytes");
+                goto done;
+            }
+            values[i] = src[i] ? f128_one() : f128_zero();
         }
+    } else if ((size_t)meas.len == 16 * m) {
+        for (size_t i = 0; i < m; i++) {
+            u128 x = load_le(src + 16 * i, 16);
+            if (x >= F128_P) {
+                PyErr_SetString(PyExc_ValueError, "a measurement element is not below the modulus");
+                goto done;
+            }
+            values[i] = f128_in(x);
+        }
+    } else {
+        PyErr_Format(PyExc_ValueError, "the encoded measurement must be %zu or %zu bytes, got %zd",
+                     m, 16 * m, meas.len);
+        goto done;
+    }
     pub = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(c->shares * SEED));
     leader = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)leader_share_size(c));
     uint8_t *helper_buf = PyMem_Malloc(helper_count * 2 * SEED);
@@ -250,7 +273,7 @@ static PyObject *prio3_shard_py(Prio3Object *self, PyObject *args) {
     }
     int status;
     Py_BEGIN_ALLOW_THREADS status = prio3_shard(
-        c, ctx.buf, (size_t)ctx.len, meas.buf, nonce.buf, rand.buf, (uint8_t *)PyBytes_AS_STRING(pub),
+        c, ctx.buf, (size_t)ctx.len, values, nonce.buf, rand.buf, (uint8_t *)PyBytes_AS_STRING(pub),
         (uint8_t *)PyBytes_AS_STRING(leader), helper_buf);
     Py_END_ALLOW_THREADS if (status != OK) {
         PyMem_Free(helper_buf);
@@ -273,6 +296,7 @@ static PyObject *prio3_shard_py(Prio3Object *self, PyObject *args) {
     PyMem_Free(helper_buf);
     if (helpers) result = PyTuple_Pack(2, pub, helpers);
 done:
+    PyMem_Free(values);
     Py_XDECREF(pub);
     Py_XDECREF(leader);
     Py_XDECREF(helpers);

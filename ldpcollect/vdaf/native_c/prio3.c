@@ -388,7 +388,7 @@ static size_t work_size(const circuit *c) {
     return (c->arity + 4) * p + c->calls * c->chunk + 3 * p + c->proof_len + c->meas_len;
 }
 
-int prio3_shard(const circuit *c, const uint8_t *ctx, size_t ctx_len, const uint8_t *meas_bits,
+int prio3_shard(const circuit *c, const uint8_t *ctx, size_t ctx_len, const f128 *meas_in,
                 const uint8_t *nonce, const uint8_t *rand, uint8_t *public_out,
                 uint8_t *leader_out, uint8_t *helpers_out) {
     size_t m = c->meas_len, pl = c->proof_len, helpers = c->shares - 1;
@@ -402,7 +402,7 @@ int prio3_shard(const circuit *c, const uint8_t *ctx, size_t ctx_len, const uint
     f128 *meas = buf, *leader_meas = meas + m, *share = leader_meas + m;
     f128 *proof = share + m, *helper_proof = proof + pl, *joint_rand = helper_proof + pl;
     f128 *prove_rand = joint_rand + c->calls, *work = prove_rand + c->arity;
-    for (size_t i = 0; i < m; i++) meas[i] = meas_bits[i] ? f128_one() : f128_zero();
+    memcpy(meas, meas_in, m * sizeof(f128));
     memcpy(leader_meas, meas, m * sizeof(f128));
 
     const uint8_t *leader_blind = rand + 2 * helpers * SEED;

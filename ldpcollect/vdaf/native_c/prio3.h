@@ -43,10 +43,10 @@ void circuit_free(circuit *c);
 size_t leader_share_size(const circuit *c);
 size_t verifier_share_size(const circuit *c);
 
-/* Sharding: meas is the encoded measurement as 0/1 bytes; rand is shares * 2 seeds.
+/* Sharding: meas is the encoded measurement (Montgomery form); rand is shares * 2 seeds.
  * public_out: shares seeds; leader_out: leader_share_size; helpers_out: (shares - 1) * 2
  * seeds. */
-int prio3_shard(const circuit *c, const uint8_t *ctx, size_t ctx_len, const uint8_t *meas,
+int prio3_shard(const circuit *c, const uint8_t *ctx, size_t ctx_len, const f128 *meas,
                 const uint8_t *nonce, const uint8_t *rand, uint8_t *public_out,
                 uint8_t *leader_out, uint8_t *helpers_out);
 
