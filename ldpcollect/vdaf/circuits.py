@@ -117,6 +117,11 @@ class SumVec(Valid[Sequence[int], list[int]]):
             raise VdafError(
                 f"a SumVec measurement has {self.length} entries, got {len(measurement)}"
             )
+        if self.max_measurement == 1 and all(type(x) is int for x in measurement):
+            # plain ints (not bools), each its own bit: one byte each, checked at once
+            data = bytes(measurement) if min(measurement, default=0) >= 0 else b"\x02"
+            if max(data, default=0) <= 1:
+                return list(data)
         encoded: list[int] = []
         for value in measurement:
             encoded += encode_range_checked_int(value, self.max_measurement)

@@ -259,8 +259,8 @@ class Prio3(Generic[Measurement, AggResult]):
         """`shard`, encoded: the public share and each aggregator's input share as bytes."""
         if self.kernel is None:
             public_share, input_shares = self.shard(ctx, measurement, nonce, rand)
-            encoded = [self.encode_input_share(share) for share in input_shares]
-            return self.encode_public_share(public_share), encoded
+            shares = [self.encode_input_share(share) for share in input_shares]
+            return self.encode_public_share(public_share), shares
         encoded = self.flp.encode(measurement)
         if encoded and (min(encoded) < 0 or max(encoded) > 1):  # a lying encoder (tests)
             meas = self.field.encode_vec([x % self.field.modulus for x in encoded])

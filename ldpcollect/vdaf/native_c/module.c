@@ -555,7 +555,10 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__native(void) {
-    ts_init_constants();
+    if (ts_init_constants()) {
+        PyErr_SetString(PyExc_ImportError, "TurboSHAKE128 constants differ from the specification");
+        return NULL;
+    }
     field_init_constants();
     if (PyType_Ready(&Prio3Type) < 0) return NULL;
     PyObject *m = PyModule_Create(&module_def);

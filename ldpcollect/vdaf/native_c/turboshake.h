@@ -1,6 +1,6 @@
 /* TurboSHAKE128 (RFC 9861): the Keccak-p[1600, 12 rounds] sponge at rate 168 bytes, written
  * from the FIPS 202 / RFC 9861 definitions. The round constants and rotation offsets are
- * generated at start-up from the specification's LFSR and (x, y) walk rather than typed in.
+ * checked at start-up against the specification's LFSR and (x, y) walk.
  * Lanes are little-endian, so the state is XORed and read as bytes on this (little-endian)
  * machine. */
 #ifndef LDPCOLLECT_TURBOSHAKE_H
@@ -20,7 +20,8 @@ typedef struct {
     size_t pos;
 } ts_state;
 
-void ts_init_constants(void);
+/* Checks the permutation's constant tables against the specification: 0, or -1. */
+int ts_init_constants(void);
 void ts_init(ts_state *s);
 void ts_absorb(ts_state *s, const uint8_t *data, size_t len);
 /* Pads with the domain separation byte and switches to squeezing. */
