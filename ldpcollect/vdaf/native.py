@@ -106,6 +106,12 @@ def lagrange_eval(field: Field, values: Sequence[int], x: int) -> int:
     return field.decode_vec(_checked(lambda: _native.lagrange_eval(fid, data, point)))[0]
 
 
+def in_range(field: Field, data: bytes) -> bool:
+    """Whether `data` is whole encoded elements, each below the modulus (`Field.decode_vec`'s
+    checks without building the elements)."""
+    return _native.in_range(field_id(field), data)
+
+
 def xof_expand(field: Field, seed: bytes, dst: bytes, binder: bytes, length: int) -> list[int]:
     fid = field_id(field)
     return field.decode_vec(_checked(lambda: _native.xof_expand(fid, seed, dst, binder, length)))

@@ -19,10 +19,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from ldpcollect.vdaf import native
 from ldpcollect.vdaf.errors import MalformedShare, VdafError
 from ldpcollect.vdaf.field import vec_add, vec_sub
 from ldpcollect.vdaf.flp import Flp
-from ldpcollect.vdaf.native import prio3_kernel
 from ldpcollect.vdaf.xof import SEED_SIZE, XofTurboShake128, format_dst
 
 Measurement = TypeVar("Measurement")
@@ -111,7 +111,9 @@ class Prio3(Generic[Measurement, AggResult]):
         self.proofs = proofs
         self.uses_joint_rand = flp.joint_rand_len > 0
         self.rand_size = SEED_SIZE * shares * (2 if self.uses_joint_rand else 1)
-        self.kernel = prio3_kernel(vdaf_id, flp.valid.native_circuit(), flp.field, shares, proofs)
+        self.kernel = native.prio3_kernel(
+            vdaf_id, flp.valid.native_circuit(), flp.field, shares, proofs
+        )
         """The compiled Prio3 behind the `*_encoded` methods, or None (this reference code)."""
 
     def reference(self) -> Prio3[Measurement, AggResult]:
@@ -434,6 +436,18 @@ class Prio3(Generic[Measurement, AggResult]):
         _check_size("the leader's input share", encoded, vec_size + blind_size)
         vec = self.field.decode_vec(encoded[:vec_size])
         return LeaderShare(vec[:meas_len], vec[meas_len:], encoded[vec_size:] or None)
+
+    def check_input_share(self, agg_id: int, encoded: bytes) -> None:
+        """`decode_input_share`'s checks (size, every element below the modulus), raising
+        the same errors, without building the elements."""
+        if agg_id != 0 or self.kernel is None:
+            self.decode_input_share(agg_id, encoded)
+            return
+        blind_size = SEED_SIZE if self.uses_joint_rand else 0
+        vec_size = (self.flp.meas_len + self.flp.proof_len * self.proofs) * self.field.encoded_size
+        _check_size("the leader's input share", encoded, vec_size + blind_size)
+        if not native.in_range(self.field, encoded[:vec_size]):
+            raise VdafError(f"an encoded element is not below the {self.field.name} modulus")
 
     def encode_verifier_share(self, share: VerifierShare) -> bytes:
         return self.field.encode_vec(share.verifiers_share) + (share.joint_rand_part or b"")

@@ -291,3 +291,20 @@ def test_a_lying_measurement_is_sharded_alike_and_refused_alike() -> None:
     assert isinstance(message, VdafError) and "verifier check failed" in str(message)
     [expected] = reference.verifier_messages_encoded(b"", [verifier_shares])
     assert isinstance(expected, VdafError)
+
+
+@settings(max_examples=40)
+@given(seed=st.integers(min_value=0, max_value=2**32))
+def test_the_leaders_share_check_refuses_exactly_what_decoding_refuses(seed: int) -> None:
+    rng = random.Random(seed)
+    vdaf = answer_vdaf(13)
+    _, shares = vdaf.shard_encoded(b"", [1] * 13, rng.randbytes(16), rng.randbytes(vdaf.rand_size))
+    share = _tamper(rng, shares[0]) if rng.randrange(4) else shares[0]
+    try:
+        vdaf.decode_input_share(0, share)
+    except VdafError as error:
+        with pytest.raises(VdafError) as raised:
+            vdaf.check_input_share(0, share)
+        assert str(raised.value) == str(error)
+    else:
+        vdaf.check_input_share(0, share)

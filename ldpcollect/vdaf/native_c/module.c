@@ -101,6 +101,24 @@ static PyObject *eval(PyObject *args, int op) {
 static PyObject *py_poly_eval(PyObject *self, PyObject *args) { return eval(args, 0); }
 static PyObject *py_lagrange_eval(PyObject *self, PyObject *args) { return eval(args, 1); }
 
+/* in_range(field, data): whether `data` is whole elements, each below the modulus */
+static PyObject *py_in_range(PyObject *self, PyObject *args) {
+    int field;
+    Py_buffer a;
+    if (!PyArg_ParseTuple(args, "iy*", &field, &a)) return NULL;
+    PyObject *r = NULL;
+    if (!check_field(field)) {
+        unsigned size = field ? 16 : 8;
+        u128 modulus = field ? f128_modulus : f64_modulus;
+        int ok = a.len % size == 0;
+        for (Py_ssize_t i = 0; ok && i < a.len; i += size)
+            ok = load_le((const uint8_t *)a.buf + i, size) < modulus;
+        r = PyBool_FromLong(ok);
+    }
+    PyBuffer_Release(&a);
+    return r;
+}
+
 /* The draft's XOF stream: len(dst) || dst || len(seed) || seed || binder, domain byte 1. */
 static int xof_begin(ts_state *s, Py_buffer *seed, Py_buffer *dst, Py_buffer *binder) {
     if (seed->len > 255 || dst->len > 65535) {
@@ -542,6 +560,7 @@ static PyMethodDef module_methods[] = {
     {"extend_values", py_extend_values, METH_VARARGS, NULL},
     {"poly_eval", py_poly_eval, METH_VARARGS, NULL},
     {"lagrange_eval", py_lagrange_eval, METH_VARARGS, NULL},
+    {"in_range", py_in_range, METH_VARARGS, NULL},
     {"xof_expand", py_xof_expand, METH_VARARGS, NULL},
     {"xof_bytes", py_xof_bytes, METH_VARARGS, NULL},
     {"turboshake128", py_turboshake128, METH_VARARGS, NULL},
