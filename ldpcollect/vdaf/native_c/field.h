@@ -77,10 +77,13 @@ static inline f128 f128_sub(f128 a, f128 b) {
     return d;
 }
 
+/* m * (2^64 - 28) as m * 2^64 - 28 m: a shift and a small product for the wide multiply */
+static inline u128 times_p1(uint64_t m) { return ((u128)m << 64) - (u128)m * 28; }
+
 /* Montgomery reduction of t3:t2:t1:t0 < p * 2^128: the result times 2^128 is congruent. */
 static inline f128 f128_redc(uint64_t t0, uint64_t t1, uint64_t t2, uint64_t t3) {
     uint64_t m = -t0; /* t0 + m * p = 0 (mod 2^64) */
-    u128 s = (u128)m * F128_P1 + t1 + (t0 != 0);
+    u128 s = times_p1(m) + t1 + (t0 != 0);
     t1 = (uint64_t)s;
     s = (s >> 64) + t2;
     t2 = (uint64_t)s;
@@ -88,7 +91,7 @@ static inline f128 f128_redc(uint64_t t0, uint64_t t1, uint64_t t2, uint64_t t3)
     t3 = (uint64_t)s;
     uint64_t t4 = (uint64_t)(s >> 64);
     m = -t1;
-    s = (u128)m * F128_P1 + t2 + (t1 != 0);
+    s = times_p1(m) + t2 + (t1 != 0);
     t2 = (uint64_t)s;
     s = (s >> 64) + t3;
     t3 = (uint64_t)s;

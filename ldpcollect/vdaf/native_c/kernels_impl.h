@@ -51,9 +51,12 @@ void K(transform_powers)(T *values, size_t n, const T *powers) {
     for (size_t len = 2; len <= n; len <<= 1) {
         size_t half = len / 2, stride = n / len;
         for (size_t start = 0; start < n; start += len) {
-            for (size_t k = 0; k < half; k++) {
-                T u = values[start + k];
-                T v = MUL(values[start + k + half], powers[k * stride]);
+            T u = values[start], v = values[start + half]; /* twiddle 1: no multiplication */
+            values[start] = ADD(u, v);
+            values[start + half] = SUB(u, v);
+            for (size_t k = 1; k < half; k++) {
+                u = values[start + k];
+                v = MUL(values[start + k + half], powers[k * stride]);
                 values[start + k] = ADD(u, v);
                 values[start + k + half] = SUB(u, v);
             }
