@@ -47,6 +47,8 @@ from ldpcollect.vdaf.prio3 import (
 )
 from ldpcollect.vdaf.variants import prio3_sum_vec
 
+_U32 = struct.Struct(">I")
+
 REPORT_ID_SIZE = NONCE_SIZE
 """The report id is the VDAF nonce, as in DAP: 16 bytes, fresh per report."""
 CONTEXT_LABEL = b"ldpcollect-secure-v1 "
@@ -127,6 +129,26 @@ class SecureReport:
 
     @classmethod
     def decode(cls, data: bytes) -> SecureReport:
+        """The fields, each complete, nothing after them; a report that does not parse in
+        one pass is parsed again field by field for the error naming what is wrong."""
+        try:
+            end = 1 + data[0]
+            query_id = data[1:end].decode()
+            (round_,) = _U32.unpack_from(data, end)
+            report_id = data[end + 4 : end + 4 + REPORT_ID_SIZE]
+            offset, fields = end + 4 + REPORT_ID_SIZE, []
+            for _ in range(3):
+                (size,) = _U32.unpack_from(data, offset)
+                fields.append(data[offset + 4 : offset + 4 + size])
+                offset += 4 + size
+        except (IndexError, UnicodeDecodeError, struct.error):
+            offset = -1
+        if offset != len(data):  # a field cut short (or bytes after the last)
+            return cls._decode_by_field(data)
+        return cls(query_id, round_, report_id, *fields)
+
+    @classmethod
+    def _decode_by_field(cls, data: bytes) -> SecureReport:
         reader = _Reader(data)
         query = reader.take("query id", reader.unpack("query id length", ">B"))
         try:
