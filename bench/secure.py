@@ -26,13 +26,13 @@ import argparse
 import json
 import os
 import random
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from bench.vdaf import timed
 from ldpcollect import bits
 from ldpcollect.secure.sampling_pair import PAIR_ROUND, pair_vdaf
 from ldpcollect.secure.sealing import (
@@ -64,15 +64,6 @@ LIMIT_FACTOR = 1.5
 
 GOAL_PATH = {"RR round (T=100)": 10_000, "SP pair (T=100)": 6_000, "RR round (T=1000)": 1_500}
 GOAL_DEVICE = {"round": 10_000, "pair": 5_000}
-
-
-def best_cpu(fn: Callable[[], object], repeat: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.process_time()
-        fn()
-        best = min(best, time.process_time() - start)
-    return best
 
 
 def round_answers(rng: random.Random, n: int, targets: int) -> list[list[int]]:
@@ -169,11 +160,11 @@ class Batch:
     def steps(self, repeat: int = 3) -> Steps:
         n = len(self.answers)
         per = 1e6 / n
-        shard = best_cpu(self.shard, repeat)
-        seal = best_cpu(self.seal, repeat)
-        opened = best_cpu(self.open, repeat)
-        verify = best_cpu(self.verify, repeat)
-        finish = best_cpu(self.finish, repeat)
+        shard = timed(self.shard, repeat)
+        seal = timed(self.seal, repeat)
+        opened = timed(self.open, repeat)
+        verify = timed(self.verify, repeat)
+        finish = timed(self.finish, repeat)
         return Steps(shard * per, seal * per, opened * per / 2, verify * per / 2, finish * per)
 
     def both_aggregators(self, repeat: int = 3) -> float:
@@ -186,7 +177,7 @@ class Batch:
             aggregate(self.vdaf, finish_batch(self.vdaf, leader, messages))
             aggregate(self.vdaf, finish_batch(self.vdaf, helper, messages))
 
-        return len(self.reports) / best_cpu(run, repeat)
+        return len(self.reports) / timed(run, repeat)
 
 
 @dataclass
@@ -226,7 +217,7 @@ def run_case(
         for data in packed:
             counts += bits.unpack(data, width)
 
-    clear = best_cpu(clear_all)
+    clear = timed(clear_all)
     return Case(
         name,
         len(batch.reports[0].encode()),

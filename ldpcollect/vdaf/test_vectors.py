@@ -106,12 +106,36 @@ def _check_xof(vector: dict[str, Any], compiled: bool) -> list[str]:
     return problems
 
 
+Step = Callable[[dict[str, Any]], None]
+
+
 def _replay(
-    vector: dict[str, Any], steps: dict[str, Callable[[dict[str, Any]], None]]
-) -> tuple[list[str], int]:
-    """Runs the vector's operations; the mismatches the steps appended to `problems` are
-    theirs, the refusals counted here."""
-    problems: list[str] = []
+    vdaf: AnyPrio3,
+    vector: dict[str, Any],
+    problems: list[str],
+    shard: Step,
+    verify_init: Step,
+    to_message: Step,
+    verify_next: Step,
+    aggregate: Step,
+) -> int:
+    """Runs the vector's operations with these steps (unsharding is the same for every
+    path), appending what differs to `problems`; how many were refused as expected."""
+
+    def unshard(op: dict[str, Any]) -> None:
+        shares = [vdaf.decode_agg_share(bytes.fromhex(s)) for s in vector["agg_shares"]]
+        result = vdaf.unshard(shares, len(vector["reports"]))
+        if result != vector["agg_result"]:
+            problems.append(f"aggregate result: got {result}, expected {vector['agg_result']}")
+
+    steps: dict[str, Step] = {
+        "shard": shard,
+        "verify_init": verify_init,
+        "verifier_shares_to_message": to_message,
+        "verify_next": verify_next,
+        "aggregate": aggregate,
+        "unshard": unshard,
+    }
     refused = 0
     if not vector["operations"]:
         problems.append("the vector lists no operations")
@@ -132,7 +156,7 @@ def _replay(
             continue
         if not op["success"]:
             problems.append(f"{where} was accepted, but the vector expects it to be refused")
-    return problems, refused
+    return refused
 
 
 def _check_prio3_encoded(vdaf: AnyPrio3, vector: dict[str, Any]) -> tuple[list[str], int]:
@@ -208,24 +232,8 @@ def _check_prio3_encoded(vdaf: AnyPrio3, vector: dict[str, Any]) -> tuple[list[s
             vector["agg_shares"][agg_id],
         )
 
-    def unshard(op: dict[str, Any]) -> None:
-        shares = [vdaf.decode_agg_share(bytes.fromhex(s)) for s in vector["agg_shares"]]
-        result = vdaf.unshard(shares, len(reports))
-        if result != vector["agg_result"]:
-            problems.append(f"aggregate result: got {result}, expected {vector['agg_result']}")
-
-    found, refused = _replay(
-        vector,
-        {
-            "shard": shard,
-            "verify_init": verify_init,
-            "verifier_shares_to_message": to_message,
-            "verify_next": verify_next,
-            "aggregate": aggregate,
-            "unshard": unshard,
-        },
-    )
-    return problems + found, refused
+    steps = (shard, verify_init, to_message, verify_next, aggregate)
+    return problems, _replay(vdaf, vector, problems, *steps)
 
 
 def _check_prio3(vdaf: AnyPrio3, vector: dict[str, Any]) -> tuple[list[str], int]:
@@ -236,7 +244,6 @@ def _check_prio3(vdaf: AnyPrio3, vector: dict[str, Any]) -> tuple[list[str], int
     states: dict[tuple[int, int], VerifyState] = {}
     out_shares: dict[tuple[int, int], list[int]] = {}
     problems: list[str] = []
-    refused = 0
 
     def expect(what: str, produced: bytes, expected_hex: str) -> None:
         if produced.hex() != expected_hex:
@@ -320,21 +327,5 @@ def _check_prio3(vdaf: AnyPrio3, vector: dict[str, Any]) -> tuple[list[str], int
             vector["agg_shares"][agg_id],
         )
 
-    def unshard(op: dict[str, Any]) -> None:
-        shares = [vdaf.decode_agg_share(bytes.fromhex(s)) for s in vector["agg_shares"]]
-        result = vdaf.unshard(shares, len(reports))
-        if result != vector["agg_result"]:
-            problems.append(f"aggregate result: got {result}, expected {vector['agg_result']}")
-
-    found, refused = _replay(
-        vector,
-        {
-            "shard": shard,
-            "verify_init": verify_init,
-            "verifier_shares_to_message": to_message,
-            "verify_next": verify_next,
-            "aggregate": aggregate,
-            "unshard": unshard,
-        },
-    )
-    return problems + found, refused
+    steps = (shard, verify_init, to_message, verify_next, aggregate)
+    return problems, _replay(vdaf, vector, problems, *steps)
