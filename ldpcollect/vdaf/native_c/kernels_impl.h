@@ -64,15 +64,16 @@ void K(transform_powers)(T *values, size_t n, const T *powers) {
     }
 }
 
-void K(transform)(T *values, size_t n, T root) {
+int K(transform)(T *values, size_t n, T root) {
     T *powers = malloc((n / 2 + 1) * sizeof(T));
-    if (!powers) abort();
+    if (!powers) return -1;
     K(powers)(powers, n / 2 + 1, root);
     K(transform_powers)(values, n, powers);
     free(powers);
+    return 0;
 }
 
-void K(ntt)(T *values, size_t n, int coset) {
+int K(ntt)(T *values, size_t n, int coset) {
     if (coset) {
         T s = K(nth_root)(2 * n), scale = ONE();
         for (size_t i = 0; i < n; i++) {
@@ -80,13 +81,14 @@ void K(ntt)(T *values, size_t n, int coset) {
             scale = MUL(scale, s);
         }
     }
-    K(transform)(values, n, K(nth_root)(n));
+    return K(transform)(values, n, K(nth_root)(n));
 }
 
-void K(inv_ntt)(T *values, size_t n) {
-    K(transform)(values, n, K(inv)(K(nth_root)(n)));
+int K(inv_ntt)(T *values, size_t n) {
+    if (K(transform)(values, n, K(inv)(K(nth_root)(n)))) return -1;
     T n_inv = K(inv)(K(in)((u128)n));
     for (size_t i = 0; i < n; i++) values[i] = MUL(values[i], n_inv);
+    return 0;
 }
 
 T K(poly_eval)(const T *coeffs, size_t len, T x) {
@@ -110,22 +112,23 @@ void K(lagrange_weights_nodes)(T *out, size_t n, T x, const T *nodes, T n_inv) {
     }
 }
 
-void K(lagrange_weights)(T *out, size_t n, T x) {
+int K(lagrange_weights)(T *out, size_t n, T x) {
     T *nodes = malloc(n * sizeof(T));
-    if (!nodes) abort();
+    if (!nodes) return -1;
     K(powers)(nodes, n, K(nth_root)(n));
     K(lagrange_weights_nodes)(out, n, x, nodes, K(inv)(K(in)((u128)n)));
     free(nodes);
+    return 0;
 }
 
-void K(double_evaluations)(T *out, const T *values, size_t n, T *tmp) {
+int K(double_evaluations)(T *out, const T *values, size_t n, T *tmp) {
     memcpy(tmp, values, n * sizeof(T));
-    K(inv_ntt)(tmp, n);
-    K(ntt)(tmp, n, 1);
+    if (K(inv_ntt)(tmp, n) || K(ntt)(tmp, n, 1)) return -1;
     for (size_t i = 0; i < n; i++) {
         out[2 * i] = values[i];
         out[2 * i + 1] = tmp[i];
     }
+    return 0;
 }
 
 int K(extend_values)(T *out, const T *values, size_t m, size_t n) {

@@ -86,15 +86,13 @@ static PyObject *M(transform_op)(int op, Py_buffer *a, size_t n) {
     } else if (op <= 1) {
         memcpy(out, x, m * sizeof(T));
         for (size_t i = m; i < n; i++) out[i] = M(zero)();
-        M(ntt)(out, n, op);
-        result = M(encode)(out, n);
+        result = M(ntt)(out, n, op) ? PyErr_NoMemory() : M(encode)(out, n);
     } else if (op == 2) {
         memcpy(out, x, n * sizeof(T));
-        M(inv_ntt)(out, n);
-        result = M(encode)(out, n);
+        result = M(inv_ntt)(out, n) ? PyErr_NoMemory() : M(encode)(out, n);
     } else if (op == 3) {
-        M(double_evaluations)(out, x, n, out + 2 * n);
-        result = M(encode)(out, 2 * n);
+        result = M(double_evaluations)(out, x, n, out + 2 * n) ? PyErr_NoMemory()
+                                                                 : M(encode)(out, 2 * n);
     } else if (M(extend_values)(out, x, m, n)) {
         PyErr_NoMemory();
     } else {
@@ -122,10 +120,13 @@ static PyObject *M(eval_op)(int op, Py_buffer *a, Py_buffer *point) {
         if (!weights) {
             PyErr_NoMemory();
         } else {
-            M(lagrange_weights)(weights, n, t[0]);
             T acc = M(zero)();
-            for (size_t i = 0; i < n; i++) acc = M(add)(acc, M(mul)(weights[i], x[i]));
-            result = M(encode)(&acc, 1);
+            if (M(lagrange_weights)(weights, n, t[0])) {
+                result = PyErr_NoMemory();
+            } else {
+                for (size_t i = 0; i < n; i++) acc = M(add)(acc, M(mul)(weights[i], x[i]));
+                result = M(encode)(&acc, 1);
+            }
             PyMem_Free(weights);
         }
     }
