@@ -101,13 +101,38 @@ static inline f128 f128_redc(uint64_t t0, uint64_t t1, uint64_t t2, uint64_t t3)
     return r;
 }
 
+/* Montgomery multiplication, a * b / 2^128 mod p, interleaving the product's two rows with
+ * the two reduction steps (CIOS) on 64-bit limbs: six 64 x 64 products. */
 static inline f128 f128_mul(f128 a, f128 b) {
     uint64_t a0 = (uint64_t)a, a1 = (uint64_t)(a >> 64);
     uint64_t b0 = (uint64_t)b, b1 = (uint64_t)(b >> 64);
-    u128 p00 = (u128)a0 * b0, p01 = (u128)a0 * b1, p10 = (u128)a1 * b0, p11 = (u128)a1 * b1;
-    u128 mid = (p00 >> 64) + (uint64_t)p01 + (uint64_t)p10;
-    u128 high = (mid >> 64) + (p01 >> 64) + (p10 >> 64) + p11;
-    return f128_redc((uint64_t)p00, (uint64_t)mid, (uint64_t)high, (uint64_t)(high >> 64));
+    /* row 0: t = a * b0 */
+    u128 x = (u128)a0 * b0;
+    uint64_t t0 = (uint64_t)x;
+    x = (u128)a1 * b0 + (x >> 64);
+    uint64_t t1 = (uint64_t)x, t2 = (uint64_t)(x >> 64);
+    /* reduce: t + m p with m = -t0, then drop the zero low limb */
+    uint64_t m = -t0;
+    x = (u128)m * F128_P1 + t1 + (t0 != 0);
+    t0 = (uint64_t)x;
+    x = (u128)t2 + (x >> 64);
+    t1 = (uint64_t)x;
+    t2 = (uint64_t)(x >> 64);
+    /* row 1: t += a * b1 */
+    x = (u128)a0 * b1 + t0;
+    t0 = (uint64_t)x;
+    x = (u128)a1 * b1 + t1 + (x >> 64);
+    t1 = (uint64_t)x;
+    t2 += (uint64_t)(x >> 64);
+    /* reduce again */
+    m = -t0;
+    x = (u128)m * F128_P1 + t1 + (t0 != 0);
+    uint64_t r0 = (uint64_t)x;
+    x = (u128)t2 + (x >> 64);
+    uint64_t r1 = (uint64_t)x, top = (uint64_t)(x >> 64);
+    f128 r = ((u128)r1 << 64) | r0;
+    if (top || r >= F128_P) r -= F128_P;
+    return r;
 }
 
 static inline f128 f128_in(u128 canonical) { return f128_mul(canonical, f128_r2); }
