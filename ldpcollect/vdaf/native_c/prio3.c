@@ -280,12 +280,12 @@ static void truncate_meas(const circuit *c, const f128 *meas, f128 *out) {
 }
 
 /* The prover (num_shares 1). proof: arity seeds, then the gadget polynomial's first
- * 2P - 1 values at the 2P-th roots. work: (arity + 4) * P + calls * chunk elements. */
+ * 2P - 1 values at the 2P-th roots. work: (arity + 6) * P + calls * chunk elements. */
 static void prove(const circuit *c, const f128 *meas, const f128 *prove_rand,
                   const f128 *joint_rand, f128 *proof, f128 *work) {
     size_t p = c->wire_len, a = c->arity, chunk = c->chunk;
     f128 *wires = work, *left = wires + a * p, *right = left + 2 * p;
-    f128 *checked = right + 2 * p;
+    f128 *acc = right + 2 * p, *checked = acc + 2 * p;
     checked_of(c, meas, checked);
     memset(wires, 0, a * p * sizeof(f128));
     for (size_t i = 0; i < a; i++) wires[i * p] = prove_rand[i];
@@ -300,7 +300,6 @@ static void prove(const circuit *c, const f128 *meas, const f128 *prove_rand,
         }
     }
     f128 *gadget = proof + a;
-    f128 acc[2 * p > 0 ? 2 * p : 1];
     memset(acc, 0, 2 * p * sizeof(f128));
     for (size_t j = 0; j < chunk; j++) {
         f128 *halves[2] = {left, right};
@@ -385,7 +384,7 @@ static int decide(const circuit *c, const f128 *verifier) {
 
 static size_t work_size(const circuit *c) {
     size_t p = c->wire_len;
-    return (c->arity + 4) * p + c->calls * c->chunk + 3 * p + c->proof_len + c->meas_len;
+    return (c->arity + 6) * p + c->calls * c->chunk + 3 * p + c->proof_len + c->meas_len;
 }
 
 int prio3_shard(const circuit *c, const uint8_t *ctx, size_t ctx_len, const f128 *meas_in,
@@ -516,28 +515,37 @@ int prio3_shares_to_message(const circuit *c, const uint8_t *ctx, size_t ctx_len
                             const uint8_t *const *shares, const size_t *lengths,
                             uint8_t *message_out, const char **message) {
     size_t vl = c->verifier_len, size = verifier_share_size(c);
-    f128 total[vl], one[vl];
-    uint8_t parts[(size_t)c->shares * SEED];
-    memset(total, 0, sizeof total);
+    f128 *total = calloc(2 * vl, sizeof(f128)), *one = total + vl;
+    uint8_t *parts = malloc((size_t)c->shares * SEED);
+    dst_t d = {NULL, 0};
+    int status = OK;
+    if (!total || !parts || dst_make(&d, c, ctx, ctx_len)) {
+        status = ERR_MEMORY;
+        goto done;
+    }
     for (unsigned j = 0; j < c->shares; j++) {
         if (lengths[j] != size) {
             *message = "a verifier share has the wrong length";
-            return ERR_DECODE;
+            status = ERR_DECODE;
+            goto done;
         }
         if (decode_vec(one, shares[j], vl)) {
             *message = "an encoded element is not below the Field128 modulus";
-            return ERR_DECODE;
+            status = ERR_DECODE;
+            goto done;
         }
         for (size_t i = 0; i < vl; i++) total[i] = f128_add(total[i], one[i]);
         memcpy(parts + j * SEED, shares[j] + vl * ELEM, SEED);
     }
     if (!decide(c, total)) {
         *message = "proof verifier check failed";
-        return ERR_PROOF;
+        status = ERR_PROOF;
+        goto done;
     }
-    dst_t d;
-    if (dst_make(&d, c, ctx, ctx_len)) return ERR_MEMORY;
     joint_rand_seed(message_out, c, &d, parts);
+done:
+    free(total);
+    free(parts);
     free(d.bytes);
-    return OK;
+    return status;
 }
