@@ -283,9 +283,11 @@ def plot_sweep(points: Sequence[SweepPoint], path: Path) -> None:
                 markersize=3,
                 label=f"{label} ({'RR round' if kind == 'round' else 'SP pair'})",
             )
+    # a line of slope 1 through the largest T's prover cost: a curve no steeper than it grows
+    # at most linearly in T
     xs = sorted({p.targets for p in points})
-    anchor = next(p.steps_us["aggregator_us"] for p in points if p.kind == "pair")
-    ax.plot(xs, [anchor * x / xs[0] for x in xs], ":", color="grey", label="slope 1 (linear in T)")
+    anchor = max(p.steps_us["shard_us"] for p in points if p.targets == xs[-1])
+    ax.plot(xs, [anchor * x / xs[-1] for x in xs], ":", color="grey", label="slope 1 (linear in T)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("targets T (answer bits per round)")
