@@ -113,7 +113,7 @@ static inline f128 f128_mul(f128 a, f128 b) {
     uint64_t t1 = (uint64_t)x, t2 = (uint64_t)(x >> 64);
     /* reduce: t + m p with m = -t0, then drop the zero low limb */
     uint64_t m = -t0;
-    x = (u128)m * F128_P1 + t1 + (t0 != 0);
+    x = times_p1(m) + t1 + (t0 != 0);
     t0 = (uint64_t)x;
     x = (u128)t2 + (x >> 64);
     t1 = (uint64_t)x;
@@ -126,7 +126,7 @@ static inline f128 f128_mul(f128 a, f128 b) {
     t2 += (uint64_t)(x >> 64);
     /* reduce again */
     m = -t0;
-    x = (u128)m * F128_P1 + t1 + (t0 != 0);
+    x = times_p1(m) + t1 + (t0 != 0);
     uint64_t r0 = (uint64_t)x;
     x = (u128)t2 + (x >> 64);
     uint64_t r1 = (uint64_t)x, top = (uint64_t)(x >> 64);
