@@ -1,55 +1,183 @@
-"""Secure-mode speed at 100 targets, in two parts, each against the trusted path in the
-same run.
+"""Secure-mode speed, with the compiled VDAF kernels and, in the same run, the reference
+(pure-Python) VDAF they replaced; the goals of issue 26 printed with the ratio to each.
 
-Core (no gRPC, no storage): HPKE open, batched VDAF verification and aggregation at both
-aggregators, against the clear-text per-report work.
+Core, at 100 targets (no gRPC, no storage; CPU time of this process, best of 3): the device
+(shard + prove, then two HPKE seals) and the aggregators (HPKE open, batched verify_init,
+combine, finish, add the output shares), each step timed on its own so the figures say
+where every microsecond goes; the clear-text path's per-report work as the baseline.
+
+T sweep (`--sweep`, on by default): the same per-report costs for T = 10 to 4,096, with a
+log-log plot (`--plot`, default out/secure_sweep.png).
 
 Whole path (`--path-reports N`, 0 skips it): a real helper and leader (`ldpcollect serve
---role ...`, separate processes, SQLite) and a real trusted aggregator. Reports are sealed
-beforehand (the device side is excluded); the clock runs from the first upload until every
-report is durably aggregated at both aggregators (upload, HPKE open at both, batched
-verification, aggregation, commits). The trusted figure is the same reports in clear text
-through SubmitBatch until acknowledged (durable). Wall time on this shared machine.
+--role ...`, separate processes, SQLite) against a real trusted aggregator; reports sealed
+beforehand; the clock runs from the first upload until every report is durably aggregated
+at both. RR and SP at T = 100 (and each again on the reference VDAF, `--no-before` skips
+those), RR at T = 1,000. The machine's limit is what the irreducible per-report work allows
+on all its cores: the two HPKE opens (one per aggregator), measured here; the issue's
+formula adds the device's two seals, printed beside it.
 
-    .venv/bin/python bench/secure.py [--reports 200] [--path-reports 1000] [--json]
-
-Two cases: one round's report (Prio3SumVec, bits = 1, what RR uploads) and SP's round pair
-(`sampling_pair`, 2 x 100 answers and the difference check). "both aggregators" is the
-whole server-side work for a report on one core: open at the leader and at the helper,
-`verify_init` at each, combine, finish at each, add the output shares. In a deployment each
-aggregator does its half on its own machine, so "per aggregator" (twice the first, roughly)
-is the rate one role sustains per core. Sealing (the device side) is shown for information
-and excluded from the server rates. The baseline, in the same run, is the trusted path's
-per-report work: unpack the answer bits and add them to the counts. CPU time of this process,
-best of 3 runs (wall time on this shared machine varies from run to run).
+    .venv/bin/python -m bench.secure [--reports 200] [--path-reports 1000] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 
+from bench.vdaf import timed
 from ldpcollect import bits
 from ldpcollect.secure.sampling_pair import PAIR_ROUND, pair_vdaf
-from ldpcollect.secure.sealing import generate_key_pair
+from ldpcollect.secure.sealing import (
+    ROLE_HELPER,
+    ROLE_LEADER,
+    generate_key_pair,
+    seal_input_share,
+)
 from ldpcollect.secure.upload import (
     BitsVdaf,
+    Outcome,
     SecureReport,
     aggregate,
     answer_vdaf,
-    shard_report,
-    verify_batch,
+    combine_batch,
+    finish_batch,
+    init_batch,
+    open_share,
+    vdaf_context,
+    verify_opened,
 )
 
 TARGETS = 100
 VERIFY_KEY = bytes(range(32))
-GOAL_REPORTS_PER_SECOND = 1000
+QUERY = "bench"
+SWEEP = (10, 32, 100, 316, 1000, 2048, 4096)
+LIMIT_FACTOR = 1.5
+"""A rate within this factor of the machine's limit meets a goal the limit puts out of reach."""
+
+GOAL_PATH = {"RR round (T=100)": 10_000, "SP pair (T=100)": 6_000, "RR round (T=1000)": 1_500}
+GOAL_DEVICE = {"round": 10_000, "pair": 5_000}
+
+
+def round_answers(rng: random.Random, n: int, targets: int) -> list[list[int]]:
+    return [[int(rng.random() < 0.3) for _ in range(targets)] for _ in range(n)]
+
+
+def pair_answers(rng: random.Random, n: int, targets: int) -> list[list[int]]:
+    pairs = []
+    for r1 in round_answers(rng, n, targets):
+        r2 = list(r1)
+        cell = rng.randrange(targets)
+        if rng.randrange(2):
+            r1 = list(r1)
+            r1[cell], r2[cell] = 0, 1
+        pairs.append(r1 + r2)
+    return pairs
+
+
+@dataclass
+class Steps:
+    """Microseconds per report, each step on its own (CPU time, one core)."""
+
+    shard_us: float
+    seal_us: float  # both seals
+    open_us: float  # one aggregator
+    verify_us: float  # one aggregator's verify_init
+    finish_us: float  # combine, finish at both, add the output shares
+
+    @property
+    def device_us(self) -> float:
+        return self.shard_us + self.seal_us
+
+    @property
+    def aggregator_us(self) -> float:
+        return self.open_us + self.verify_us + self.finish_us / 2
+
+
+class Batch:
+    """Sealed reports of one VDAF, and each step of their life, separately timeable."""
+
+    def __init__(self, vdaf: BitsVdaf, round_: int, answers: Sequence[list[int]], seed: int):
+        rng = random.Random(seed)
+        self.vdaf, self.round, self.answers = vdaf, round_, answers
+        self.leader, self.helper = generate_key_pair(1), generate_key_pair(2)
+        self.ids = [rng.randbytes(16) for _ in answers]
+        self.rands = [rng.randbytes(vdaf.rand_size) for _ in answers]
+        self.ctx = vdaf_context(QUERY)
+        self.sharded: list[tuple[bytes, list[bytes]]] = []
+        self.reports: list[SecureReport] = []
+        self.opened: dict[int, list[tuple[bytes, bytes, bytes]]] = {}
+        self.prepared: dict[int, list[Outcome]] = {}
+
+    def shard(self) -> None:
+        self.sharded = [
+            self.vdaf.shard_encoded(self.ctx, a, report_id, rand)
+            for a, report_id, rand in zip(self.answers, self.ids, self.rands, strict=True)
+        ]
+
+    def seal(self) -> None:
+        self.reports = []
+        for report_id, (public, (leader, helper)) in zip(self.ids, self.sharded, strict=True):
+            meta = (QUERY, self.round, report_id, public)
+            self.reports.append(
+                SecureReport(
+                    *meta,
+                    seal_input_share(self.leader.config, ROLE_LEADER, *meta, leader),
+                    seal_input_share(self.helper.config, ROLE_HELPER, *meta, helper),
+                )
+            )
+
+    def open(self) -> None:
+        for role, key_pair in ((ROLE_LEADER, self.leader), (ROLE_HELPER, self.helper)):
+            self.opened[role] = [
+                (r.report_id, r.public_share, open_share(key_pair, role, r)) for r in self.reports
+            ]
+
+    def verify(self) -> None:
+        for role in (ROLE_LEADER, ROLE_HELPER):
+            self.prepared[role] = verify_opened(
+                self.vdaf, role, VERIFY_KEY, QUERY, self.opened[role]
+            )
+
+    def finish(self) -> None:
+        leader, helper = self.prepared[ROLE_LEADER], self.prepared[ROLE_HELPER]
+        messages = combine_batch(self.vdaf, leader, helper)
+        for outs in (
+            finish_batch(self.vdaf, leader, messages),
+            finish_batch(self.vdaf, helper, messages),
+        ):
+            aggregate(self.vdaf, outs)
+            if any(not isinstance(out, bytes) for out in outs):
+                raise AssertionError("an honest report was refused")
+
+    def steps(self, repeat: int = 3) -> Steps:
+        n = len(self.answers)
+        per = 1e6 / n
+        shard = timed(self.shard, repeat)
+        seal = timed(self.seal, repeat)
+        opened = timed(self.open, repeat)
+        verify = timed(self.verify, repeat)
+        finish = timed(self.finish, repeat)
+        return Steps(shard * per, seal * per, opened * per / 2, verify * per / 2, finish * per)
+
+    def both_aggregators(self, repeat: int = 3) -> float:
+        """Reports per second for everything both aggregators do, as one call chain."""
+
+        def run() -> None:
+            leader = init_batch(self.vdaf, self.leader, ROLE_LEADER, VERIFY_KEY, self.reports)
+            helper = init_batch(self.vdaf, self.helper, ROLE_HELPER, VERIFY_KEY, self.reports)
+            messages = combine_batch(self.vdaf, leader, helper)
+            aggregate(self.vdaf, finish_batch(self.vdaf, leader, messages))
+            aggregate(self.vdaf, finish_batch(self.vdaf, helper, messages))
+
+        return len(self.reports) / timed(run, repeat)
 
 
 @dataclass
@@ -60,40 +188,26 @@ class Case:
     both_aggregators_per_second: float
     per_aggregator_per_second: float
     clear_text_per_second: float
+    steps_us: dict[str, float] = field(default_factory=dict)
+    reference_steps_us: dict[str, float] = field(default_factory=dict)
+    reference_seal_per_second: float = 0.0
+    reference_per_aggregator_per_second: float = 0.0
+    device_limit_per_second: float = 0.0
+    device_goal_per_second: float = 0.0
 
 
-def best_cpu(fn: Callable[[], object], repeat: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.process_time()
-        fn()
-        best = min(best, time.process_time() - start)
-    return best
+def _steps_dict(steps: Steps) -> dict[str, float]:
+    return {**asdict(steps), "device_us": steps.device_us, "aggregator_us": steps.aggregator_us}
 
 
 def run_case(
-    name: str, vdaf: BitsVdaf, round_: int, answers: Sequence[list[int]], rng: random.Random
+    name: str, kind: str, vdaf: BitsVdaf, round_: int, answers: Sequence[list[int]]
 ) -> Case:
-    leader, helper = generate_key_pair(1), generate_key_pair(2)
-    ids = [rng.randbytes(16) for _ in answers]
-    rands = [rng.randbytes(vdaf.rand_size) for _ in answers]
-    reports: list[SecureReport] = []
-
-    def seal_all() -> None:
-        reports.clear()
-        for bits_, report_id, rand in zip(answers, ids, rands, strict=True):
-            reports.append(
-                shard_report(
-                    vdaf, leader.config, helper.config, "bench", round_, report_id, bits_, rand
-                )
-            )
-
-    def verify_all() -> None:
-        result = verify_batch(vdaf, leader, helper, VERIFY_KEY, reports)
-        aggregate(vdaf, result.leader_out)
-        aggregate(vdaf, result.helper_out)
-        if any(result.refusals()):
-            raise AssertionError("an honest report was refused")
+    batch = Batch(vdaf, round_, answers, 2026)
+    steps = batch.steps()
+    both = batch.both_aggregators()
+    reference = Batch(vdaf.reference(), round_, answers, 2026)
+    before = reference.steps(repeat=1)
 
     packed = [bits.pack(np.asarray(a, dtype=np.uint8)) for a in answers]
     width = len(answers[0])
@@ -103,71 +217,88 @@ def run_case(
         for data in packed:
             counts += bits.unpack(data, width)
 
-    n = len(answers)
-    seal = best_cpu(seal_all, repeat=1)
-    both = best_cpu(verify_all)
-    clear = best_cpu(clear_all)
+    clear = timed(clear_all)
     return Case(
         name,
-        len(reports[0].encode()),
-        n / seal,
-        n / both,
-        2 * n / both,
-        n / clear,
+        len(batch.reports[0].encode()),
+        1e6 / steps.device_us,
+        both,
+        2 * both,
+        len(answers) / clear,
+        _steps_dict(steps),
+        _steps_dict(before),
+        1e6 / before.device_us,
+        1e6 / before.aggregator_us,
+        1e6 / steps.seal_us,
+        GOAL_DEVICE[kind],
     )
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reports", type=int, default=200)
-    parser.add_argument("--path-reports", type=int, default=1000)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    if args.reports < 1 or args.path_reports < 0:
-        parser.error("--reports must be at least 1 and --path-reports at least 0")
-    rng = random.Random(2026)
-    rounds = [[int(rng.random() < 0.3) for _ in range(TARGETS)] for _ in range(args.reports)]
-    pairs = []
-    for r1 in rounds:
-        r2 = list(r1)
-        cell = rng.randrange(TARGETS)
-        if rng.randrange(2):
-            r1 = list(r1)
-            r1[cell], r2[cell] = 0, 1
-        pairs.append(r1 + r2)
-    cases = [
-        run_case("round (SumVec bits=1, T=100)", answer_vdaf(TARGETS), 1, rounds, rng),
-        run_case("SP pair (T=100)", pair_vdaf(TARGETS), PAIR_ROUND, pairs, rng),
-    ]
-    paths = [] if args.path_reports == 0 else whole_path_cases(args.path_reports, rng)
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "reports": args.reports,
-                    "cases": [asdict(c) for c in cases],
-                    "whole_path": [asdict(p) for p in paths],
-                }
+@dataclass
+class SweepPoint:
+    kind: str
+    targets: int
+    reports: int
+    steps_us: dict[str, float]
+
+
+def sweep(rng: random.Random, targets: Sequence[int]) -> list[SweepPoint]:
+    points = []
+    for t in targets:
+        n = max(10, min(200, 20_000 // t))
+        for kind, vdaf, round_, answers in (
+            ("round", answer_vdaf(t), 1, round_answers(rng, n, t)),
+            ("pair", pair_vdaf(t), PAIR_ROUND, pair_answers(rng, n, t)),
+        ):
+            steps = Batch(vdaf, round_, answers, t).steps(repeat=2)
+            points.append(SweepPoint(kind, t, n, _steps_dict(steps)))
+    return points
+
+
+def plot_sweep(points: Sequence[SweepPoint], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    styles = {"round": "-", "pair": "--"}
+    lines = {
+        "shard_us": ("device: shard + prove", "tab:blue"),
+        "seal_us": ("device: two HPKE seals", "tab:cyan"),
+        "verify_us": ("one aggregator: verify_init", "tab:red"),
+        "open_us": ("one aggregator: HPKE open", "tab:orange"),
+        "aggregator_us": ("one aggregator: all", "tab:purple"),
+    }
+    for kind in ("round", "pair"):
+        mine = [p for p in points if p.kind == kind]
+        xs = [p.targets for p in mine]
+        for key, (label, color) in lines.items():
+            ax.plot(
+                xs,
+                [p.steps_us[key] for p in mine],
+                styles[kind],
+                color=color,
+                marker="o",
+                markersize=3,
+                label=f"{label} ({'RR round' if kind == 'round' else 'SP pair'})",
             )
-        )
-        return
-    print(f"{args.reports} reports per case, one core, CPU time (best of 3)")
-    for c in cases:
-        ratio = c.clear_text_per_second / c.per_aggregator_per_second
-        print(
-            f"{c.name}: {c.report_bytes} B/report; seal (device) {c.seal_per_second:,.0f}/s; "
-            f"open+verify+aggregate at both aggregators {c.both_aggregators_per_second:,.0f}/s, "
-            f"per aggregator {c.per_aggregator_per_second:,.0f}/s "
-            f"({c.per_aggregator_per_second / GOAL_REPORTS_PER_SECOND:.2f}x the 1,000/s goal); "
-            f"clear text {c.clear_text_per_second:,.0f}/s ({ratio:.0f}x faster)"
-        )
-    for p in paths:
-        print(
-            f"whole path, {p.name}: {p.reports} reports, secure {p.secure_per_second:,.0f}/s "
-            f"({p.secure_per_second / GOAL_REPORTS_PER_SECOND:.2f}x the 1,000/s goal), "
-            f"trusted {p.trusted_per_second:,.0f}/s "
-            f"({p.trusted_per_second / p.secure_per_second:.0f}x faster)"
-        )
+    # a line of slope 1 through the largest T's prover cost: a curve no steeper than it grows
+    # at most linearly in T
+    xs = sorted({p.targets for p in points})
+    anchor = max(p.steps_us["shard_us"] for p in points if p.targets == xs[-1])
+    ax.plot(xs, [anchor * x / xs[-1] for x in xs], ":", color="grey", label="slope 1 (linear in T)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("targets T (answer bits per round)")
+    ax.set_ylabel("CPU microseconds per report (one core)")
+    ax.set_title("Secure mode: cost per report against T (compiled VDAF)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 @dataclass
@@ -176,17 +307,169 @@ class PathCase:
     reports: int
     secure_per_second: float
     trusted_per_second: float
+    targets: int = TARGETS
+    reference: bool = False
+    leader_cpu_us: float = 0.0
+    helper_cpu_us: float = 0.0
+    limit_per_second: float = 0.0
+    limit_with_device_seals_per_second: float = 0.0
+    goal_per_second: float = 0.0
+    met: bool = False
 
 
-def whole_path_cases(n: int, rng: random.Random) -> list[PathCase]:
+def whole_path_cases(
+    n: int, rng: random.Random, opens_us: dict[int, float], seals_us: dict[int, float], before: bool
+) -> list[PathCase]:
     from bench.secure_path import secure_path_rate, trusted_path_rate
 
-    answers = [[int(rng.random() < 0.3) for _ in range(TARGETS)] for _ in range(n)]
-    trusted = trusted_path_rate(answers)
-    return [
-        PathCase("RR round (T=100)", n, secure_path_rate("rr", n), trusted),
-        PathCase("SP pair (T=100)", n, secure_path_rate("sp", n), trusted),
+    cores = os.cpu_count() or 1
+    trusted = {t: trusted_path_rate(round_answers(rng, n, t)) for t in (100, 1000)}
+    runs = [("RR round (T=100)", "rr", 100), ("SP pair (T=100)", "sp", 100)]
+    runs += [("RR round (T=1000)", "rr", 1000)]
+    cases = []
+    for name, mechanism, targets in runs:
+        for reference in (False, True) if before and targets == 100 else (False,):
+            run = secure_path_rate(mechanism, n, targets, reference)
+            key = targets if mechanism == "rr" else -targets
+            limit = cores * 1e6 / (2 * opens_us[key])
+            goal = GOAL_PATH[name]
+            cases.append(
+                PathCase(
+                    name + (" [reference VDAF]" if reference else ""),
+                    n,
+                    run.per_second,
+                    trusted[targets],
+                    targets,
+                    reference,
+                    run.leader_cpu * 1e6 / n,
+                    run.helper_cpu * 1e6 / n,
+                    limit,
+                    cores * 1e6 / (2 * opens_us[key] + seals_us[key]),
+                    goal,
+                    run.per_second >= min(goal, limit / LIMIT_FACTOR),
+                )
+            )
+    return cases
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reports", type=int, default=200)
+    parser.add_argument("--path-reports", type=int, default=1000)
+    parser.add_argument("--no-sweep", action="store_true")
+    parser.add_argument("--no-before", action="store_true", help="skip the reference whole path")
+    parser.add_argument("--plot", type=Path, default=Path("out/secure_sweep.png"))
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    if args.reports < 1 or args.path_reports < 0:
+        parser.error("--reports must be at least 1 and --path-reports at least 0")
+    rng = random.Random(2026)
+    cases = [
+        run_case(
+            "round (SumVec bits=1, T=100)",
+            "round",
+            answer_vdaf(TARGETS),
+            1,
+            round_answers(rng, args.reports, TARGETS),
+        ),
+        run_case(
+            "SP pair (T=100)",
+            "pair",
+            pair_vdaf(TARGETS),
+            PAIR_ROUND,
+            pair_answers(rng, args.reports, TARGETS),
+        ),
     ]
+    points = [] if args.no_sweep else sweep(rng, SWEEP)
+    if points:
+        plot_sweep(points, args.plot)
+    opens = {100: cases[0].steps_us["open_us"], -100: cases[1].steps_us["open_us"]}
+    seals = {100: cases[0].steps_us["seal_us"], -100: cases[1].steps_us["seal_us"]}
+    at_1000 = [p for p in points if p.kind == "round" and p.targets == 1000]
+    if at_1000:
+        opens[1000], seals[1000] = at_1000[0].steps_us["open_us"], at_1000[0].steps_us["seal_us"]
+    else:
+        steps = Batch(answer_vdaf(1000), 1, round_answers(rng, 20, 1000), 1000).steps(1)
+        opens[1000], seals[1000] = steps.open_us, steps.seal_us
+    paths = (
+        []
+        if args.path_reports == 0
+        else whole_path_cases(args.path_reports, rng, opens, seals, not args.no_before)
+    )
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "reports": args.reports,
+                    "cases": [asdict(c) for c in cases],
+                    "sweep": [asdict(p) for p in points],
+                    "whole_path": [asdict(p) for p in paths],
+                }
+            )
+        )
+        return
+    report(args.reports, cases, points, paths, args.plot)
+
+
+def report(
+    reports: int,
+    cases: Sequence[Case],
+    points: Sequence[SweepPoint],
+    paths: Sequence[PathCase],
+    plot: Path,
+) -> None:
+    print(
+        f"{reports} reports per case, CPU time of one core (best of 3); 'before' = reference VDAF"
+    )
+    for c in cases:
+        s, r = c.steps_us, c.reference_steps_us
+        print(f"\n{c.name}: {c.report_bytes} B/report. Microseconds per report, now (before):")
+        print(
+            f"  device   shard+prove {s['shard_us']:7.1f} ({r['shard_us']:7.1f})  "
+            f"two HPKE seals {s['seal_us']:6.1f}  = {s['device_us']:6.1f} ({r['device_us']:6.1f})"
+        )
+        print(
+            f"  one agg. HPKE open {s['open_us']:6.1f}  verify_init {s['verify_us']:6.1f} "
+            f"({r['verify_us']:6.1f})  half of combine+finish+aggregate {s['finish_us'] / 2:5.1f} "
+            f"({r['finish_us'] / 2:5.1f})  = {s['aggregator_us']:6.1f} ({r['aggregator_us']:6.1f})"
+        )
+        device_ok = c.seal_per_second >= min(
+            c.device_goal_per_second, c.device_limit_per_second / LIMIT_FACTOR
+        )
+        goal, limit = c.device_goal_per_second, c.device_limit_per_second
+        print(
+            f"  device {c.seal_per_second:,.0f}/s per core ({c.seal_per_second / goal:.2f}x the "
+            f"{goal:,.0f}/s goal; the two seals alone allow {limit:,.0f}/s: "
+            f"{limit / c.seal_per_second:.2f}x from it) {'MET' if device_ok else 'NOT MET'}; "
+            f"before {c.reference_seal_per_second:,.0f}/s"
+        )
+        print(
+            f"  per aggregator {c.per_aggregator_per_second:,.0f}/s per core "
+            f"(before {c.reference_per_aggregator_per_second:,.0f}/s, "
+            f"{c.per_aggregator_per_second / c.reference_per_aggregator_per_second:.1f}x); "
+            f"clear text {c.clear_text_per_second:,.0f}/s"
+        )
+    if points:
+        print(f"\nT sweep (plot: {plot}), microseconds per report, one core:")
+        print("  kind   T      shard+prove  seals  open  verify  one aggregator")
+        for p in points:
+            s = p.steps_us
+            print(
+                f"  {p.kind:5s} {p.targets:5d}  {s['shard_us']:10.1f} {s['seal_us']:6.1f} "
+                f"{s['open_us']:5.1f} {s['verify_us']:7.1f} {s['aggregator_us']:8.1f}"
+            )
+    if paths:
+        print(f"\nWhole path ({os.cpu_count()} cores; limit = the two HPKE opens on every core):")
+    for path in paths:
+        rate, goal, limit = path.secure_per_second, path.goal_per_second, path.limit_per_second
+        verdict = "" if path.reference else f" -> {'MET' if path.met else 'NOT MET'}"
+        print(
+            f"  {path.name}: {path.reports} reports, secure {rate:,.0f}/s; goal {goal:,.0f}/s "
+            f"({rate / goal:.2f}x); limit {limit:,.0f}/s ({limit / rate:.1f}x away; with the "
+            f"device's seals {path.limit_with_device_seals_per_second:,.0f}/s); CPU per report: "
+            f"leader {path.leader_cpu_us:,.0f} us, helper {path.helper_cpu_us:,.0f} us; "
+            f"trusted {path.trusted_per_second:,.0f}/s{verdict}"
+        )
 
 
 if __name__ == "__main__":

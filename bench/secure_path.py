@@ -1,14 +1,20 @@
 """The whole secure path with real processes (bench/secure.py's second part): seal reports
 beforehand, then time upload to the leader until both aggregators have durably aggregated
-them; and the trusted path's clear-text batches until acknowledged, in the same run."""
+them; and the trusted path's clear-text batches until acknowledged, in the same run. Each
+role's CPU time over the timed window is read from /proc, so the figures say where the time
+went."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from math import isqrt
 from pathlib import Path
 
 import grpc
@@ -24,10 +30,27 @@ from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
+from ldpcollect.vdaf.native import REFERENCE_SWITCH
 from ldpcollect_cli.demo import aggregator_subprocess, block_targets
 from ldpcollect_cli.secure_demo import seal_chunk, secure_deployment
 
 BATCH = 500
+
+
+@dataclass(frozen=True)
+class PathRun:
+    """Reports per second from the first upload until all are aggregated at both, and each
+    role's CPU seconds in that window."""
+
+    per_second: float
+    leader_cpu: float
+    helper_cpu: float
+
+
+def path_targets(count: int) -> list[int]:
+    """`count` grid cells around the default centre (a square block, cut to `count`)."""
+    side = isqrt(count - 1) + 1
+    return block_targets(geo.DEFAULT_CENTER, side)[:count]
 
 
 def _sealed(query: spb.SecureQuery, helper: str, targets: list[int], n: int) -> list[bytes]:
@@ -38,7 +61,7 @@ def _sealed(query: spb.SecureQuery, helper: str, targets: list[int], n: int) -> 
     data = query.SerializeToString()
     with grpc.insecure_channel(helper) as channel:
         key = fetch_helper_config(channel).encode()
-    with ProcessPoolExecutor(min(2, os.cpu_count() or 1)) as pool:
+    with ProcessPoolExecutor(os.cpu_count() or 1) as pool:
         parts = pool.map(seal_chunk, [data] * len(chunks), [key] * len(chunks), chunks)
         return [body for part in parts for body in part]
 
@@ -57,27 +80,70 @@ def wait_aggregated(
         time.sleep(0.02)
 
 
-def secure_path_rate(mechanism: str, n: int) -> float:
-    """Reports per second from the first upload until all are aggregated at both."""
-    targets = block_targets(geo.DEFAULT_CENTER)
+def role_cpu_seconds() -> dict[str, float]:
+    """CPU seconds (user + system) of this process's children, by their `--role`."""
+    tick = os.sysconf("SC_CLK_TCK")
+    seconds: dict[str, float] = {}
+    for task in Path(f"/proc/{os.getpid()}/task").glob("*"):
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            try:
+                command = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+                stat = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if b"--role" not in command:
+                continue
+            role = command[command.index(b"--role") + 1].decode()
+            seconds[role] = seconds.get(role, 0.0) + (int(stat[11]) + int(stat[12])) / tick
+    return seconds
+
+
+@contextlib.contextmanager
+def reference_code(enabled: bool) -> Iterator[None]:
+    """With `enabled`, this process and the roles it starts run the reference VDAF only."""
+    before = os.environ.get(REFERENCE_SWITCH)
+    if enabled:
+        os.environ[REFERENCE_SWITCH] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(REFERENCE_SWITCH, None)
+        else:
+            os.environ[REFERENCE_SWITCH] = before
+
+
+def secure_path_rate(
+    mechanism: str, n: int, targets: int = 100, reference: bool = False
+) -> PathRun:
+    """The whole secure path for `n` reports over `targets` cells (`reference`: the Python
+    VDAF in every process, as on main before the compiled kernels)."""
+    cells = path_targets(targets)
     mech = RandomizedResponse("0.85", "0.3") if mechanism == "rr" else SamplingPrivacy("0.5")
-    with secure_deployment("bench-secure-") as run:
+    with reference_code(reference), secure_deployment("bench-secure-") as run:
         channel = run.channel
-        created = create_secure_query(channel, run.admin_token, run.collector, mech, targets, 100)
+        created = create_secure_query(channel, run.admin_token, run.collector, mech, cells, 100)
         query = fetch_query(channel, created.query_id)
-        bodies = _sealed(query, run.helper, targets, n)
+        bodies = _sealed(query, run.helper, cells, n)
+        cpu_before = role_cpu_seconds()
         start = time.perf_counter()
         for i in range(0, n, BATCH):
             done = upload(channel, bodies[i : i + BATCH])
             assert not done.rejected, done.rejected[0].message
         wait_aggregated(channel, run.admin_token, query.query_id, n)
         seconds = time.perf_counter() - start
-    return n / seconds
+        cpu_after = role_cpu_seconds()
+    used = {role: cpu_after.get(role, 0.0) - cpu_before.get(role, 0.0) for role in cpu_after}
+    return PathRun(n / seconds, used.get("leader", 0.0), used.get("helper", 0.0))
 
 
 def trusted_path_rate(answers: list[list[int]]) -> float:
     """The same answers in clear text through SubmitBatch until acknowledged (durable)."""
-    targets = block_targets(geo.DEFAULT_CENTER)
+    targets = path_targets(len(answers[0]))
     token = secrets.token_urlsafe(16)
     with (
         tempfile.TemporaryDirectory(prefix="bench-trusted-") as tmp,

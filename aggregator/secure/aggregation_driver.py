@@ -21,10 +21,16 @@ from aggregator.secure.helper_client import HelperClient
 from aggregator.secure.metrics import SecureMetrics
 from aggregator.secure.queries import vdaf_of
 from aggregator.secure.store import RELEASED, HeldReport, SecureStore, StoredQuery
-from ldpcollect.secure.upload import SecureReport, vdaf_context
+from ldpcollect.secure.sealing import ROLE_LEADER
+from ldpcollect.secure.upload import (
+    Prepared,
+    ReportRejected,
+    SecureReport,
+    finish_one,
+    verify_opened,
+)
 from ldpcollect.v1 import aggregation_pb2 as apb
 from ldpcollect.vdaf.errors import VdafError
-from ldpcollect.vdaf.prio3 import VerifyState
 
 log = logging.getLogger(__name__)
 
@@ -39,36 +45,38 @@ class HelperGarbage(Exception):
 class LeaderHalf:
     """The leader's verification of one job: per report its state, or its refusal."""
 
-    states: dict[bytes, VerifyState]
+    states: dict[bytes, Prepared]
     refusals: dict[bytes, str]
     request: apb.AggregationJobRequest
 
 
 def leader_half(query: StoredQuery, job_id: bytes, held: list[HeldReport]) -> LeaderHalf:
+    """Decode the job's reports, then the leader's `verify_init` over all of them in one
+    call (its shares were opened at upload)."""
     vdaf = vdaf_of(query)
-    ctx = vdaf_context(query.query_id)
     half = LeaderHalf({}, {}, apb.AggregationJobRequest(query_id=query.query_id, job_id=job_id))
-    for item in held:
-        report = SecureReport.decode(item.body)
-        try:
-            state, share = vdaf.verify_init(
-                query.verify_key,
-                ctx,
-                0,
-                report.report_id,
-                vdaf.decode_public_share(report.public_share),
-                vdaf.decode_input_share(0, item.leader_share),
-            )
-        except VdafError:
+    reports = [SecureReport.decode(item.body) for item in held]
+    outcomes = verify_opened(
+        vdaf,
+        ROLE_LEADER,
+        query.verify_key,
+        query.query_id,
+        [
+            (r.report_id, r.public_share, item.leader_share)
+            for r, item in zip(reports, held, strict=True)
+        ],
+    )
+    for item, report, outcome in zip(held, reports, outcomes, strict=True):
+        if isinstance(outcome, ReportRejected):
             half.refusals[item.report_id] = "BAD_PROOF"
             continue
-        half.states[item.report_id] = state
+        half.states[item.report_id] = outcome
         half.request.reports.append(
             apb.HelperReport(
                 report_id=report.report_id,
                 public_share=report.public_share,
                 helper_ciphertext=report.helper_ciphertext,
-                leader_verifier_share=vdaf.encode_verifier_share(share),
+                leader_verifier_share=outcome.share.verifier_share,
                 token=item.token,
             )
         )
@@ -84,20 +92,20 @@ def finish(
     if [r.report_id for r in response.results] != sent:
         raise HelperGarbage(f"the helper answered {len(response.results)} results for {len(sent)}")
     outcomes = list(half.refusals.items())
-    accepted: list[list[int]] = []
+    accepted: list[bytes] = []
     for result in response.results:
         if result.refusal:
             outcomes.append((result.report_id, result.refusal))
             continue
         try:
             message = vdaf.decode_verifier_message(result.verifier_message)
-            out = vdaf.verify_next(half.states[result.report_id], message)
-        except VdafError:
+            out = finish_one(half.states[result.report_id], message)
+        except (VdafError, ReportRejected):
             outcomes.append((result.report_id, HELPER_MISMATCH))
             continue
         accepted.append(out)
         outcomes.append((result.report_id, ""))
-    return outcomes, vdaf.agg_many(accepted)
+    return outcomes, vdaf.agg_encoded(accepted)
 
 
 class AggregationDriver:

@@ -46,10 +46,14 @@ from ldpcollect.secure.query_vdaf import VDAF_KINDS, query_vdaf, upload_round, v
 from ldpcollect.secure.sealing import ROLE_HELPER, HpkeConfig, HpkeKeyPair, SealingError
 from ldpcollect.secure.share_binding import sigma_text
 from ldpcollect.secure.upload import (
+    Prepared,
     ReportRejected,
     SecureFormatError,
     SecureReport,
-    open_and_verify_init,
+    finish_one,
+    open_share,
+    vdaf_context,
+    verify_opened,
 )
 from ldpcollect.v1 import aggregation_pb2 as apb
 from ldpcollect.vdaf.errors import VdafError
@@ -103,11 +107,12 @@ def verify_job(
 ) -> tuple[list[apb.HelperResult], list[int], int]:
     """The helper's half of one job: per report the verifier message or a refusal (those in
     `refused` are refused before anything is opened), the sum of the accepted output shares,
-    and how many were accepted."""
+    and how many were accepted. Each share is opened, then the opened ones are verified and
+    combined with the leader's verifier shares in one call each."""
     vdaf = vdaf_of(query)
-    outs: list[list[int]] = []
     results = []
     in_job: set[bytes] = set()
+    opened: list[tuple[apb.HelperResult, bytes, tuple[bytes, bytes, bytes]]] = []
     for item in request.reports:
         result = apb.HelperResult(report_id=item.report_id)
         results.append(result)
@@ -127,25 +132,44 @@ def verify_job(
                 b"",
                 item.helper_ciphertext,
             )
-            prepared = open_and_verify_init(vdaf, key_pair, ROLE_HELPER, query.verify_key, report)
+            share = open_share(key_pair, ROLE_HELPER, report)
         except SecureFormatError as error:
             result.refusal, result.detail = "WRONG_LENGTH", str(error)
             continue
         except ReportRejected as rejected:
             result.refusal, result.detail = rejected.reason.name, rejected.detail
             continue
+        opened.append(
+            (result, item.leader_verifier_share, (item.report_id, item.public_share, share))
+        )
+    prepared = verify_opened(
+        vdaf, ROLE_HELPER, query.verify_key, query.query_id, [o[2] for o in opened]
+    )
+    verified: list[tuple[apb.HelperResult, bytes, Prepared]] = []
+    for (result, theirs, _), mine in zip(opened, prepared, strict=True):
+        if isinstance(mine, ReportRejected):
+            result.refusal, result.detail = mine.reason.name, mine.detail
+        else:
+            verified.append((result, theirs, mine))
+    ctx = vdaf_context(query.query_id)
+    messages = vdaf.verifier_messages_encoded(
+        ctx, [[theirs, mine.share.verifier_share] for _, theirs, mine in verified]
+    )
+    outs: list[bytes] = []
+    for (result, _, mine), message in zip(verified, messages, strict=True):
         try:
-            theirs = vdaf.decode_verifier_share(item.leader_verifier_share)
-            message = vdaf.verifier_shares_to_message(
-                prepared.ctx, [theirs, prepared.verifier_share]
-            )
-            out = vdaf.verify_next(prepared.state, message)
+            if isinstance(message, VdafError):
+                raise message
+            out = finish_one(mine, vdaf.decode_verifier_message(message))
         except VdafError as error:
             result.refusal, result.detail = "BAD_PROOF", str(error)
             continue
-        result.verifier_message = vdaf.encode_verifier_message(message)
+        except ReportRejected as rejected:
+            result.refusal, result.detail = rejected.reason.name, rejected.detail
+            continue
+        result.verifier_message = message
         outs.append(out)
-    return results, vdaf.agg_many(outs), len(outs)
+    return results, vdaf.agg_encoded(outs), len(outs)
 
 
 class HelperHandler:

@@ -109,7 +109,7 @@ def check_report(
             raise ReportRejected(Refusal.BAD_CIPHERTEXT, str(error)) from None
         try:
             vdaf.decode_public_share(report.public_share)
-            vdaf.decode_input_share(0, plaintext)
+            vdaf.check_input_share(0, plaintext)
         except VdafError as error:
             raise ReportRejected(Refusal.WRONG_LENGTH, str(error)) from None
     except ReportRejected as rejected:

@@ -24,6 +24,7 @@ from ldpcollect.vdaf.errors import VdafError
 from ldpcollect.vdaf.field import Field, Field128
 from ldpcollect.vdaf.flp import Flp, GadgetCall, Valid
 from ldpcollect.vdaf.gadgets import Mul, ParallelSum
+from ldpcollect.vdaf.native import SAMPLING_PAIR, NativeCircuit
 from ldpcollect.vdaf.prio3 import Prio3
 
 PRIO3_SAMPLING_PAIR = 0xFFFF0001
@@ -52,12 +53,25 @@ class SamplingPair(Valid[Sequence[int], list[int]]):
         self.eval_output_len = 2
         self.output_len = 2 * targets
 
+    def native_circuit(self) -> NativeCircuit | None:
+        return NativeCircuit(SAMPLING_PAIR, self.targets, 0, self.chunk_length)
+
     def encode(self, measurement: Sequence[int]) -> list[int]:
         """`measurement` is round 1's bits then round 2's; refuses a pair no honest SP
         device makes."""
         t = self.targets
         if len(measurement) != 2 * t:
             raise VdafError(f"a round pair has 2 x {t} entries, got {len(measurement)}")
+        try:  # ints and bools: one byte each, compared as whole integers
+            data = bytes(measurement)
+        except (TypeError, ValueError):
+            data = b"\x02"  # anything else takes the element-wise checks below
+        if max(data, default=0) <= 1:
+            r1, r2 = int.from_bytes(data[:t], "little"), int.from_bytes(data[t:], "little")
+            weight = (r1 ^ r2).bit_count()
+            if r1 & ~r2 or weight > 1:
+                raise VdafError("round 2 must equal round 1 but for at most one 0 turned to 1")
+            return [*data, weight]
         if any(x not in (0, 1) for x in measurement):
             raise VdafError("round answers are 0 or 1")
         diff = [b - a for a, b in zip(measurement[:t], measurement[t:], strict=True)]

@@ -37,16 +37,17 @@ from ldpcollect.secure.sealing import (
     open_input_share,
     seal_input_share,
 )
-from ldpcollect.vdaf.errors import VdafError
+from ldpcollect.vdaf.errors import MalformedShare, VdafError
 from ldpcollect.vdaf.prio3 import (
     NONCE_SIZE,
     VERIFY_KEY_SIZE,
+    PreparedShare,
     Prio3,
     VerifierMessage,
-    VerifierShare,
-    VerifyState,
 )
 from ldpcollect.vdaf.variants import prio3_sum_vec
+
+_U32 = struct.Struct(">I")
 
 REPORT_ID_SIZE = NONCE_SIZE
 """The report id is the VDAF nonce, as in DAP: 16 bytes, fresh per report."""
@@ -128,6 +129,26 @@ class SecureReport:
 
     @classmethod
     def decode(cls, data: bytes) -> SecureReport:
+        """The fields, each complete, nothing after them; a report that does not parse in
+        one pass is parsed again field by field for the error naming what is wrong."""
+        try:
+            end = 1 + data[0]
+            query_id = data[1:end].decode()
+            (round_,) = _U32.unpack_from(data, end)
+            report_id = data[end + 4 : end + 4 + REPORT_ID_SIZE]
+            offset, fields = end + 4 + REPORT_ID_SIZE, []
+            for _ in range(3):
+                (size,) = _U32.unpack_from(data, offset)
+                fields.append(data[offset + 4 : offset + 4 + size])
+                offset += 4 + size
+        except (IndexError, UnicodeDecodeError, struct.error):
+            offset = -1
+        if offset != len(data):  # a field cut short (or bytes after the last)
+            return cls._decode_by_field(data)
+        return cls(query_id, round_, report_id, *fields)
+
+    @classmethod
+    def _decode_by_field(cls, data: bytes) -> SecureReport:
         reader = _Reader(data)
         query = reader.take("query id", reader.unpack("query id length", ">B"))
         try:
@@ -159,39 +180,37 @@ def shard_report(
     to its aggregator. `rand` is `vdaf.rand_size` fresh random bytes."""
     if len(report_id) != REPORT_ID_SIZE:
         raise SecureFormatError(f"a report id is {REPORT_ID_SIZE} bytes, got {len(report_id)}")
-    public_share, (leader_share, helper_share) = vdaf.shard(
+    public, (leader_share, helper_share) = vdaf.shard_encoded(
         vdaf_context(query_id), measurement, report_id, rand
     )
-    public = vdaf.encode_public_share(public_share)
     meta = (query_id, round, report_id, public)
     return SecureReport(
         query_id,
         round,
         report_id,
         public,
-        seal_input_share(leader, ROLE_LEADER, *meta, vdaf.encode_input_share(leader_share)),
-        seal_input_share(helper, ROLE_HELPER, *meta, vdaf.encode_input_share(helper_share)),
+        seal_input_share(leader, ROLE_LEADER, *meta, leader_share),
+        seal_input_share(helper, ROLE_HELPER, *meta, helper_share),
     )
 
 
 @dataclass(frozen=True)
 class Prepared:
-    """One aggregator's state for a report it opened and queried."""
+    """One aggregator's state for a report it opened and queried (encoded: the verifier
+    share it sends, the joint randomness seed it expects back, its output share)."""
 
     ctx: bytes
-    state: VerifyState
-    verifier_share: VerifierShare
+    share: PreparedShare
 
 
 Outcome = Prepared | ReportRejected
+OutShare = bytes
+"""An accepted report's output share, encoded (`Prio3.agg_encoded` adds them up)."""
 
 
-def open_and_verify_init(
-    vdaf: BitsVdaf, key_pair: HpkeKeyPair, role: int, verify_key: bytes, report: SecureReport
-) -> Prepared:
-    """Open this role's input share and query it; raises `ReportRejected` for a bad report,
-    ValueError for a bad role or verify key (the caller's mistake, not the report's)."""
-    _check_role_and_key(role, verify_key)
+def open_share(key_pair: HpkeKeyPair, role: int, report: SecureReport) -> bytes:
+    """This role's input share, opened; raises `ReportRejected` (WRONG_CONFIG_ID,
+    BAD_CIPHERTEXT)."""
     ciphertext = report.leader_ciphertext if role == ROLE_LEADER else report.helper_ciphertext
     if ciphertext and config_id_of(ciphertext) != key_pair.config.config_id:
         raise ReportRejected(
@@ -200,22 +219,43 @@ def open_and_verify_init(
         )
     meta = (report.query_id, report.round, report.report_id, report.public_share)
     try:
-        plaintext = open_input_share(key_pair, role, *meta, ciphertext)
+        return open_input_share(key_pair, role, *meta, ciphertext)
     except SealingError as error:
         raise ReportRejected(Refusal.BAD_CIPHERTEXT, str(error)) from None
-    try:
-        public_share = vdaf.decode_public_share(report.public_share)
-        input_share = vdaf.decode_input_share(AGG_IDS[role], plaintext)
-    except VdafError as error:
-        raise ReportRejected(Refusal.WRONG_LENGTH, str(error)) from None
-    ctx = vdaf_context(report.query_id)
-    try:
-        state, verifier_share = vdaf.verify_init(
-            verify_key, ctx, AGG_IDS[role], report.report_id, public_share, input_share
-        )
-    except VdafError as error:
-        raise ReportRejected(Refusal.BAD_PROOF, str(error)) from None
-    return Prepared(ctx, state, verifier_share)
+
+
+def verify_opened(
+    vdaf: BitsVdaf,
+    role: int,
+    verify_key: bytes,
+    query_id: str,
+    opened: Sequence[tuple[bytes, bytes, bytes]],
+) -> list[Outcome]:
+    """`verify_init` at one role over a batch of one query's opened reports, (report id,
+    public share, opened input share) each, in one call: shares that do not decode are
+    refused WRONG_LENGTH, a proof that cannot be queried BAD_PROOF."""
+    _check_role_and_key(role, verify_key)
+    ctx = vdaf_context(query_id)
+    outcomes: list[Outcome] = []
+    for result in vdaf.verify_init_encoded(verify_key, ctx, AGG_IDS[role], opened):
+        if isinstance(result, MalformedShare):
+            outcomes.append(ReportRejected(Refusal.WRONG_LENGTH, str(result)))
+        elif isinstance(result, VdafError):
+            outcomes.append(ReportRejected(Refusal.BAD_PROOF, str(result)))
+        else:
+            outcomes.append(Prepared(ctx, result))
+    return outcomes
+
+
+def open_and_verify_init(
+    vdaf: BitsVdaf, key_pair: HpkeKeyPair, role: int, verify_key: bytes, report: SecureReport
+) -> Prepared:
+    """Open this role's input share and query it; raises `ReportRejected` for a bad report,
+    ValueError for a bad role or verify key (the caller's mistake, not the report's)."""
+    [outcome] = init_batch(vdaf, key_pair, role, verify_key, [report])
+    if isinstance(outcome, ReportRejected):
+        raise outcome
+    return outcome
 
 
 def _check_role_and_key(role: int, verify_key: bytes) -> None:
@@ -230,17 +270,27 @@ def init_batch(
     key_pair: HpkeKeyPair,
     role: int,
     verify_key: bytes,
-    reports: Iterable[SecureReport],
+    reports: Sequence[SecureReport],
 ) -> list[Outcome]:
-    """`open_and_verify_init` over a batch at one aggregator; refusals in place."""
+    """Open each report's share at one aggregator, then `verify_init` the opened ones of
+    each query in one call; refusals in place."""
     _check_role_and_key(role, verify_key)
-    outcomes: list[Outcome] = []
-    for report in reports:
+    outcomes: list[Outcome | None] = [None] * len(reports)
+    by_query: dict[str, list[tuple[int, tuple[bytes, bytes, bytes]]]] = {}
+    for i, report in enumerate(reports):
         try:
-            outcomes.append(open_and_verify_init(vdaf, key_pair, role, verify_key, report))
+            opened = open_share(key_pair, role, report)
         except ReportRejected as rejected:
-            outcomes.append(rejected)
-    return outcomes
+            outcomes[i] = rejected
+            continue
+        by_query.setdefault(report.query_id, []).append(
+            (i, (report.report_id, report.public_share, opened))
+        )
+    for query_id, items in by_query.items():
+        verified = verify_opened(vdaf, role, verify_key, query_id, [item for _, item in items])
+        for (i, _), outcome in zip(items, verified, strict=True):
+            outcomes[i] = outcome
+    return [outcome for outcome in outcomes if outcome is not None]
 
 
 def combine_batch(
@@ -251,29 +301,43 @@ def combine_batch(
     if len(leader) != len(helper):
         raise ValueError(f"{len(leader)} leader outcomes but {len(helper)} helper outcomes")
     messages: list[VerifierMessage | ReportRejected] = []
-    for ours, theirs in zip(leader, helper, strict=True):
+    pending: dict[bytes, list[tuple[int, list[bytes]]]] = {}
+    for i, (ours, theirs) in enumerate(zip(leader, helper, strict=True)):
         if isinstance(ours, ReportRejected):
             messages.append(ours)
         elif isinstance(theirs, ReportRejected):
             messages.append(theirs)
         else:
-            shares = [ours.verifier_share, theirs.verifier_share]
-            try:
-                messages.append(vdaf.verifier_shares_to_message(ours.ctx, shares))
-            except VdafError as error:
-                messages.append(ReportRejected(Refusal.BAD_PROOF, str(error)))
+            messages.append(None)
+            shares = [ours.share.verifier_share, theirs.share.verifier_share]
+            pending.setdefault(ours.ctx, []).append((i, shares))
+    for ctx, items in pending.items():
+        combined = vdaf.verifier_messages_encoded(ctx, [shares for _, shares in items])
+        for (i, _), message in zip(items, combined, strict=True):
+            if isinstance(message, VdafError):
+                messages[i] = ReportRejected(Refusal.BAD_PROOF, str(message))
+            else:
+                messages[i] = vdaf.decode_verifier_message(message)
     return messages
+
+
+def finish_one(prepared: Prepared, message: VerifierMessage) -> OutShare:
+    """`verify_next`: the output share if the joint randomness the client used is the one
+    the aggregators computed; raises `ReportRejected` (BAD_PROOF) otherwise."""
+    if (message or b"") != prepared.share.joint_rand_seed:
+        raise ReportRejected(Refusal.BAD_PROOF, "joint randomness check failed")
+    return prepared.share.out_share
 
 
 def finish_batch(
     vdaf: BitsVdaf,
     prepared: Sequence[Outcome],
     messages: Sequence[VerifierMessage | ReportRejected],
-) -> list[list[int] | ReportRejected]:
+) -> list[OutShare | ReportRejected]:
     """Each role's last step: its output share per accepted report, else the refusal."""
     if len(prepared) != len(messages):
         raise ValueError(f"{len(prepared)} prepared reports but {len(messages)} messages")
-    results: list[list[int] | ReportRejected] = []
+    results: list[OutShare | ReportRejected] = []
     for mine, message in zip(prepared, messages, strict=True):
         if isinstance(message, ReportRejected):
             results.append(message)
@@ -281,9 +345,9 @@ def finish_batch(
             results.append(mine)
         else:
             try:
-                results.append(vdaf.verify_next(mine.state, message))
-            except VdafError as error:
-                results.append(ReportRejected(Refusal.BAD_PROOF, str(error)))
+                results.append(finish_one(mine, message))
+            except ReportRejected as rejected:
+                results.append(rejected)
     return results
 
 
@@ -291,8 +355,8 @@ def finish_batch(
 class BatchResult:
     """Both roles' output shares for one batch, and each report's refusal if any."""
 
-    leader_out: list[list[int] | ReportRejected]
-    helper_out: list[list[int] | ReportRejected]
+    leader_out: list[OutShare | ReportRejected]
+    helper_out: list[OutShare | ReportRejected]
 
     def refusals(self) -> list[Refusal | None]:
         return [out.reason if isinstance(out, ReportRejected) else None for out in self.leader_out]
@@ -314,14 +378,10 @@ def verify_batch(
     )
 
 
-def aggregate(vdaf: BitsVdaf, out_shares: Iterable[list[int] | ReportRejected]) -> list[int]:
+def aggregate(vdaf: BitsVdaf, out_shares: Iterable[OutShare | ReportRejected]) -> list[int]:
     """One role's aggregate share (field elements, one per output entry) of the accepted
-    output shares; refusals are skipped."""
-    total = vdaf.agg_init()
-    for out in out_shares:
-        if not isinstance(out, ReportRejected):
-            total = vdaf.agg_update(total, out)
-    return total
+    output shares, in one call; refusals are skipped."""
+    return vdaf.agg_encoded([out for out in out_shares if not isinstance(out, ReportRejected)])
 
 
 def unshard(vdaf: BitsVdaf, leader_share: Sequence[int], helper_share: Sequence[int]) -> list[int]:

@@ -15,6 +15,7 @@ from ldpcollect.vdaf.errors import VdafError
 from ldpcollect.vdaf.field import Field
 from ldpcollect.vdaf.flp import GadgetCall, Valid
 from ldpcollect.vdaf.gadgets import Mul, ParallelSum, PolyEval
+from ldpcollect.vdaf.native import HISTOGRAM, MULTIHOT_COUNT_VEC, SUM_VEC, NativeCircuit
 
 
 class Count(Valid[int, int]):
@@ -106,11 +107,21 @@ class SumVec(Valid[Sequence[int], list[int]]):
         self.eval_output_len = 1
         self.output_len = length
 
+    def native_circuit(self) -> NativeCircuit | None:
+        if self.max_measurement >= 2**62:
+            return None
+        return NativeCircuit(SUM_VEC, self.length, self.max_measurement, self.chunk_length)
+
     def encode(self, measurement: Sequence[int]) -> list[int]:
         if len(measurement) != self.length:
             raise VdafError(
                 f"a SumVec measurement has {self.length} entries, got {len(measurement)}"
             )
+        if self.max_measurement == 1 and all(type(x) is int for x in measurement):
+            # plain ints (not bools), each its own bit: one byte each, checked at once
+            data = bytes(measurement) if min(measurement, default=0) >= 0 else b"\x02"
+            if max(data, default=0) <= 1:
+                return list(data)
         encoded: list[int] = []
         for value in measurement:
             encoded += encode_range_checked_int(value, self.max_measurement)
@@ -152,6 +163,9 @@ class Histogram(Valid[int, list[int]]):
         self.joint_rand_len = self.gadget_calls[0]
         self.eval_output_len = 2
         self.output_len = length
+
+    def native_circuit(self) -> NativeCircuit | None:
+        return NativeCircuit(HISTOGRAM, self.length, 0, self.chunk_length)
 
     def encode(self, measurement: int) -> list[int]:
         if not 0 <= measurement < self.length:
@@ -200,6 +214,9 @@ class MultihotCountVec(Valid[Sequence[bool], list[int]]):
         self.joint_rand_len = self.gadget_calls[0]
         self.eval_output_len = 2
         self.output_len = length
+
+    def native_circuit(self) -> NativeCircuit | None:
+        return NativeCircuit(MULTIHOT_COUNT_VEC, self.length, self.max_weight, self.chunk_length)
 
     def encode(self, measurement: Sequence[bool]) -> list[int]:
         if len(measurement) != self.length:

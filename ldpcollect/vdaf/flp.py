@@ -21,6 +21,7 @@ from typing import Generic, TypeVar
 from ldpcollect.vdaf.errors import VdafError
 from ldpcollect.vdaf.field import Field, next_power_of_two
 from ldpcollect.vdaf.gadgets import Gadget, gadget_poly_len, wire_poly_len
+from ldpcollect.vdaf.native import NativeCircuit
 from ldpcollect.vdaf.polynomial import (
     double_evaluations,
     extend_values,
@@ -70,6 +71,11 @@ class Valid(ABC, Generic[Measurement, AggResult]):
 
     @abstractmethod
     def decode(self, output: Sequence[int], num_measurements: int) -> AggResult: ...
+
+    def native_circuit(self) -> NativeCircuit | None:
+        """How the compiled Prio3 names this circuit, if it implements it (ldpcollect/vdaf/
+        native.py); None keeps the instance on this reference code."""
+        return None
 
     def plain_gadgets(self) -> list[GadgetCall]:
         """The gadgets themselves, for evaluating the circuit in the clear."""

@@ -14,11 +14,13 @@ its inputs and the states are plain data, so a batched verifier can sit beside t
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from ldpcollect.vdaf.errors import VdafError
+from ldpcollect.vdaf import native
+from ldpcollect.vdaf.errors import MalformedShare, VdafError
 from ldpcollect.vdaf.field import vec_add, vec_sub
 from ldpcollect.vdaf.flp import Flp
 from ldpcollect.vdaf.xof import SEED_SIZE, XofTurboShake128, format_dst
@@ -76,6 +78,17 @@ VerifierMessage = bytes | None
 """The joint randomness seed the aggregators computed, or None without joint randomness."""
 
 
+@dataclass(frozen=True)
+class PreparedShare:
+    """One aggregator's `verify_init` on encoded shares, kept encoded: the verifier share it
+    sends (`encode_verifier_share`), the joint randomness seed it expects back (b"" without
+    joint randomness) and its output share (`encode_agg_share` layout)."""
+
+    verifier_share: bytes
+    joint_rand_seed: bytes
+    out_share: bytes
+
+
 class Prio3(Generic[Measurement, AggResult]):
     """One Prio3 instance: an FLP, a VDAF id (for domain separation), the number of shares
     (aggregators) and of proofs."""
@@ -98,6 +111,16 @@ class Prio3(Generic[Measurement, AggResult]):
         self.proofs = proofs
         self.uses_joint_rand = flp.joint_rand_len > 0
         self.rand_size = SEED_SIZE * shares * (2 if self.uses_joint_rand else 1)
+        self.kernel = native.prio3_kernel(
+            vdaf_id, flp.valid.native_circuit(), flp.field, shares, proofs
+        )
+        """The compiled Prio3 behind the `*_encoded` methods, or None (this reference code)."""
+
+    def reference(self) -> Prio3[Measurement, AggResult]:
+        """This instance without its compiled kernel: every method runs the reference code."""
+        plain = copy.copy(self)
+        plain.kernel = None
+        return plain
 
     # -- sharding (client) --------------------------------------------------------------
 
@@ -230,6 +253,104 @@ class Prio3(Generic[Measurement, AggResult]):
                 results.append(error)
         return results
 
+    # -- encoded batches: the compiled path when there is one, else the reference --------
+
+    def shard_encoded(
+        self, ctx: bytes, measurement: Measurement, nonce: bytes, rand: bytes
+    ) -> tuple[bytes, list[bytes]]:
+        """`shard`, encoded: the public share and each aggregator's input share as bytes."""
+        if self.kernel is None:
+            public_share, input_shares = self.shard(ctx, measurement, nonce, rand)
+            shares = [self.encode_input_share(share) for share in input_shares]
+            return self.encode_public_share(public_share), shares
+        encoded = self.flp.encode(measurement)
+        if encoded and (min(encoded) < 0 or max(encoded) > 1):  # a lying encoder (tests)
+            meas = self.field.encode_vec([x % self.field.modulus for x in encoded])
+        else:
+            meas = bytes(encoded)  # an honest encoding is 0/1: one byte each
+        _check_size("nonce", nonce, NONCE_SIZE)
+        _check_size("sharding randomness", rand, self.rand_size)
+        return self.kernel.shard(ctx, meas, nonce, rand)
+
+    def verify_init_encoded(
+        self,
+        verify_key: bytes,
+        ctx: bytes,
+        agg_id: int,
+        reports: Sequence[tuple[bytes, bytes, bytes]],
+    ) -> list[PreparedShare | VdafError]:
+        """`verify_init` over many (nonce, encoded public share, encoded input share) reports
+        of one context, in one call. A report whose shares do not decode yields a
+        `MalformedShare`, one whose proof cannot be queried a `VdafError`, in place."""
+        _check_size("verify key", verify_key, VERIFY_KEY_SIZE)
+        self._check_agg_id(agg_id)
+        if self.kernel is None:
+            return [self._verify_init_one(verify_key, ctx, agg_id, *r) for r in reports]
+        results: list[PreparedShare | VdafError] = []
+        for item in self.kernel.prep_init_batch(
+            verify_key,
+            ctx,
+            agg_id,
+            [r[0] for r in reports],
+            [r[1] for r in reports],
+            [r[2] for r in reports],
+        ):
+            if len(item) == 3:
+                results.append(PreparedShare(*item))
+            else:
+                kind, message = item
+                results.append(MalformedShare(message) if kind == 1 else VdafError(message))
+        return results
+
+    def _verify_init_one(
+        self, verify_key: bytes, ctx: bytes, agg_id: int, nonce: bytes, public: bytes, share: bytes
+    ) -> PreparedShare | VdafError:
+        try:
+            _check_size("nonce", nonce, NONCE_SIZE)
+            public_share = self.decode_public_share(public)
+            input_share = self.decode_input_share(agg_id, share)
+        except VdafError as error:
+            return MalformedShare(str(error))
+        try:
+            state, verifier = self.verify_init(
+                verify_key, ctx, agg_id, nonce, public_share, input_share
+            )
+        except VdafError as error:
+            return error
+        return PreparedShare(
+            self.encode_verifier_share(verifier),
+            state.corrected_joint_rand_seed or b"",
+            self.encode_agg_share(state.out_share),
+        )
+
+    def verifier_messages_encoded(
+        self, ctx: bytes, verifier_shares: Sequence[Sequence[bytes]]
+    ) -> list[bytes | VdafError]:
+        """Per report, every aggregator's encoded verifier share in, the encoded verifier
+        message out (or why the proof failed), in one call."""
+        if self.kernel is None:
+            return [self._message_one(ctx, shares) for shares in verifier_shares]
+        return [
+            VdafError(item[1]) if isinstance(item, tuple) else item
+            for item in self.kernel.shares_to_message_batch(ctx, verifier_shares)
+        ]
+
+    def _message_one(self, ctx: bytes, shares: Sequence[bytes]) -> bytes | VdafError:
+        try:
+            decoded = [self.decode_verifier_share(share) for share in shares]
+            return self.encode_verifier_message(self.verifier_shares_to_message(ctx, decoded))
+        except VdafError as error:
+            return error
+
+    def agg_encoded(self, out_shares: Sequence[bytes]) -> list[int]:
+        """The aggregate share of encoded output shares (`PreparedShare.out_share`)."""
+        if self.kernel is None:
+            return self.agg_many(self.decode_agg_share(share) for share in out_shares)
+        try:
+            return self.decode_agg_share(self.kernel.agg_sum(out_shares))
+        except ValueError as error:
+            raise VdafError(str(error)) from None
+
     def verifier_shares_to_message(
         self, ctx: bytes, verifier_shares: Sequence[VerifierShare]
     ) -> VerifierMessage:
@@ -315,6 +436,18 @@ class Prio3(Generic[Measurement, AggResult]):
         _check_size("the leader's input share", encoded, vec_size + blind_size)
         vec = self.field.decode_vec(encoded[:vec_size])
         return LeaderShare(vec[:meas_len], vec[meas_len:], encoded[vec_size:] or None)
+
+    def check_input_share(self, agg_id: int, encoded: bytes) -> None:
+        """`decode_input_share`'s checks (size, every element below the modulus), raising
+        the same errors, without building the elements."""
+        if agg_id != 0 or self.kernel is None:
+            self.decode_input_share(agg_id, encoded)
+            return
+        blind_size = SEED_SIZE if self.uses_joint_rand else 0
+        vec_size = (self.flp.meas_len + self.flp.proof_len * self.proofs) * self.field.encoded_size
+        _check_size("the leader's input share", encoded, vec_size + blind_size)
+        if not native.in_range(self.field, encoded[:vec_size]):
+            raise VdafError(f"an encoded element is not below the {self.field.name} modulus")
 
     def encode_verifier_share(self, share: VerifierShare) -> bytes:
         return self.field.encode_vec(share.verifiers_share) + (share.joint_rand_part or b"")
