@@ -4,7 +4,7 @@ Owned by the store's single writer thread: every change happens there, in order,
 concurrent copies of one report can never both be counted. This state is the authority for
 deduplication; the store persists it as an append-only report log and rebuilds it at start.
 Held reports cost little memory: report ids and pseudonyms live in compact key indexes
-(`aggregator.keyindex`, 20 bytes a key), SP's waiting round-1 answers as packed bits, and the
+(`aggregator.keytable`, 21 to 27 bytes a key), SP's waiting round-1 answers as packed bits, and the
 rest of a report is looked up (`aggregator.held`) only when its id comes again.
 
 Counts are per-target sums over devices that completed every round. For randomized response
@@ -13,7 +13,8 @@ answers wait, individually, until its round-2 report arrives; then both rounds e
 counts together, so a device that drops out after round 1 never biases the estimate.
 
 Two ways in, one set of rules: `admit` checks a single report; `admit_all` takes a whole run
-of reports for one query at once (sorted numpy lookups instead of a Python step per report)
+of reports for one query at once (one compiled call per index instead of a Python step per
+report)
 when, and only when, every one of them would be accepted by `admit` in turn. When any
 report would not, `admit_all` changes nothing and the caller falls back to `admit`.
 """
@@ -31,7 +32,7 @@ import numpy.typing as npt
 
 from aggregator.errors import AlreadyExists, FailedPrecondition, Invalid
 from aggregator.held import HeldReports, InMemoryHeld, PackedRows
-from aggregator.keyindex import KeyIndex
+from aggregator.keytable import Keys, KeyTable, column_sums, join_fixed
 from aggregator.model import (
     ACCEPTED,
     DUPLICATE,
@@ -41,7 +42,6 @@ from aggregator.model import (
     QueryStatus,
     ReportIn,
 )
-from ldpcollect.bits import column_sums
 from ldpcollect.wire import REPORT_KEY_BYTES
 
 Counts = npt.NDArray[np.int64]
@@ -161,8 +161,8 @@ class QueryState:
     # in `held`; per round (index 0 = round 1), device pseudonym -> ordinal of its report among
     # that round's. Sampling Privacy: the round-1 answers, row = round-1 ordinal; a device
     # waits for round 2 while it is in round 1's index and not in round 2's.
-    report_ids: KeyIndex = field(default_factory=KeyIndex)
-    devices_by_round: list[KeyIndex] = field(default_factory=list)
+    report_ids: Keys = field(default_factory=KeyTable)
+    devices_by_round: list[Keys] = field(default_factory=list)
     round1_answers: PackedRows = field(default_factory=lambda: PackedRows(1))
     held: HeldReports = field(default_factory=lambda: InMemoryHeld(1))
 
@@ -178,7 +178,7 @@ class QueryState:
             counts=np.zeros((rounds, len(spec.targets)), dtype=np.int64),
             reports_per_round=[0] * rounds,
             completed_devices=0,
-            devices_by_round=[KeyIndex() for _ in range(rounds)],
+            devices_by_round=[KeyTable() for _ in range(rounds)],
             round1_answers=PackedRows(width),
             held=InMemoryHeld(width),
         )
@@ -217,7 +217,7 @@ class QueryState:
         `held` (a store that finds them in its own log passes False)."""
         if not entries:
             return
-        builds: list[tuple[KeyIndex, list[bytes], int]] = [
+        builds: list[tuple[Keys, list[bytes], int]] = [
             (self.report_ids, [e.report_ids for e in entries], len(self.report_ids))
         ]
         for round_ in range(1, self.rounds + 1):
@@ -348,14 +348,11 @@ class QueryState:
             or reports.rounds.count(round_) != n
         ):
             return False
-        report_ids, pseudonyms, answers = reports.report_ids, reports.pseudonyms, reports.answers
-        if set(map(len, report_ids)) != {REPORT_KEY_BYTES}:
+        packed_ids = join_fixed(reports.report_ids, REPORT_KEY_BYTES)
+        packed_pseudonyms = join_fixed(reports.pseudonyms, REPORT_KEY_BYTES)
+        packed_answers = join_fixed(reports.answers, self.answer_bytes)
+        if packed_ids is None or packed_pseudonyms is None or packed_answers is None:
             return False
-        if set(map(len, pseudonyms)) != {REPORT_KEY_BYTES}:
-            return False
-        if set(map(len, answers)) != {self.answer_bytes}:
-            return False
-        packed_answers = b"".join(answers)
         mask = self.padding_mask
         if mask:
             last = np.frombuffer(packed_answers, dtype=np.uint8)[
@@ -363,20 +360,20 @@ class QueryState:
             ]
             if np.bitwise_and(last, mask).any():
                 return False
-        packed_ids = b"".join(report_ids)
-        new_ids = self.report_ids.new_keys(report_ids, packed_ids, len(self.held))
-        if new_ids is None:
-            return False
-        packed_pseudonyms = b"".join(pseudonyms)
-        devices = self.devices_by_round[round_ - 1]
-        new_devices = devices.new_keys(pseudonyms, packed_pseudonyms, len(devices))
-        if new_devices is None:
-            return False
         two_rounds = self.rounds == 2
-        if two_rounds and round_ == 2:
-            rows = self.devices_by_round[0].lookup(packed_pseudonyms)
+        rows = None
+        if two_rounds and round_ == 2:  # every device answered round 1
+            rows = self.devices_by_round[0].lookup_values(packed_pseudonyms)
             if (rows < 0).any():
                 return False
+        # Each index adds all its keys at once, or none (one held, or repeated in the run).
+        if not self.report_ids.add_all_new(packed_ids, len(self.held)):
+            return False
+        devices = self.devices_by_round[round_ - 1]
+        if not devices.add_all_new(packed_pseudonyms, len(devices)):
+            self.report_ids.discard_many(packed_ids)
+            return False
+        if rows is not None:
             accepted.completed_answers[0].append(self.round1_answers.take(rows))
             accepted.completed_answers[1].append(packed_answers)
             accepted.completed += n
@@ -386,8 +383,6 @@ class QueryState:
             accepted.completed_answers[0].append(packed_answers)
             accepted.completed += n
         # Every report passes: record them all.
-        self.report_ids.add_new(new_ids)
-        devices.add_new(new_devices)
         self.held.hold(round_, n, packed_pseudonyms, packed_answers)
         self.reports_per_round[round_ - 1] += n
         accepted.count += n
@@ -472,13 +467,13 @@ class QueryState:
 _PARALLEL_BUILD_FROM = 1 << 18
 
 
-def _bulk_add_all(builds: Sequence[tuple[KeyIndex, list[bytes], int]]) -> None:
+def _bulk_add_all(builds: Sequence[tuple[Keys, list[bytes], int]]) -> None:
     """`bulk_add` each (index, packed keys, first value): independent indexes, so at a
     restart of millions of keys they are built at once on two threads (numpy's sort and
     gathers release the interpreter lock: on two cores the report-id and pseudonym indexes
     take about the time of one)."""
 
-    def build(job: tuple[KeyIndex, list[bytes], int]) -> None:
+    def build(job: tuple[Keys, list[bytes], int]) -> None:
         index, parts, first = job
         index.bulk_add(b"".join(parts), first)
 
