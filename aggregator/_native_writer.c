@@ -661,9 +661,114 @@ done:
     return out;
 }
 
+/* ---- the uniform batch decoder (the compiled twin of aggregator/batch_codec.py) ---- */
+
+/* The canonical varint at `pos` (at most 5 bytes, below `len`): 0, or -1 (see _varint). */
+static int varint(const unsigned char *d, Py_ssize_t len, Py_ssize_t pos, uint64_t *value,
+                  Py_ssize_t *next)
+{
+    uint64_t v = 0;
+    for (Py_ssize_t i = pos; i < pos + 5 && i < len; i++) {
+        unsigned b = d[i];
+        v |= (uint64_t)(b & 0x7F) << (7 * (i - pos));
+        if (b < 0x80) {
+            if (b == 0 && i > pos)
+                return -1;
+            *value = v;
+            *next = i + 1;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* A non-empty length-delimited field with tag `tag` at `pos` (see _bytes_field). */
+static int bytes_field(const unsigned char *d, Py_ssize_t len, Py_ssize_t pos, unsigned tag,
+                       Py_ssize_t *start, Py_ssize_t *stop)
+{
+    uint64_t length;
+    if (pos >= len || d[pos] != tag || varint(d, len, pos + 1, &length, start) < 0 || length == 0)
+        return -1;
+    if (length > (uint64_t)len)
+        return -1; /* past the data: the record's end check would refuse it */
+    *stop = *start + (Py_ssize_t)length;
+    return 0;
+}
+
+/* decode_one_query(data) -> (query_id, round, pseudonyms, report_ids, answers, n) | None: the
+ * columns of a serialized SubmitBatchRequest whose records all have the first one's layout,
+ * query id and round (`batch_codec.decode_uniform`'s usual case), each column packed. None
+ * for anything else, which the Python decoder then handles. */
+static PyObject *decode_one_query(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *d = view.buf;
+    Py_ssize_t len = view.len, pos, q_start, p_start, p_stop, r_start, r_stop, a_start, a_stop;
+    uint64_t body, q_len;
+    PyObject *result = NULL;
+    if (len < 2 || d[0] != 0x0A || varint(d, len, 1, &body, &pos) < 0)
+        goto none;
+    if (body > (uint64_t)len)
+        goto none;
+    Py_ssize_t end = pos + (Py_ssize_t)body;
+    if (end > len || pos >= end || d[pos] != 0x0A || varint(d, len, pos + 1, &q_len, &q_start) < 0)
+        goto none;
+    if (q_len > (uint64_t)len)
+        goto none;
+    Py_ssize_t q_stop = q_start + (Py_ssize_t)q_len, round_at = q_stop + 1;
+    if (round_at >= end || d[q_stop] != 0x10 || d[round_at] >= 0x80)
+        goto none;
+    if (bytes_field(d, len, round_at + 1, 0x1A, &p_start, &p_stop) < 0 ||
+        bytes_field(d, len, p_stop, 0x22, &r_start, &r_stop) < 0 ||
+        bytes_field(d, len, r_stop, 0x2A, &a_start, &a_stop) < 0 || a_stop != end)
+        goto none;
+    Py_ssize_t record = end, n = len / record;
+    if (len % record)
+        goto none;
+    for (Py_ssize_t i = 1; i < n; i++) {
+        const unsigned char *r = d + i * record;
+        if (memcmp(r, d, (size_t)p_start) || memcmp(r + p_stop, d + p_stop, (size_t)(r_start - p_stop)) ||
+            memcmp(r + r_stop, d + r_stop, (size_t)(a_start - r_stop)))
+            goto none;
+    }
+    for (Py_ssize_t i = q_start; i < q_stop; i++)
+        if (d[i] >= 0x80)
+            goto none; /* protobuf checks a non-ASCII query id */
+    Py_ssize_t widths[3] = {p_stop - p_start, r_stop - r_start, a_stop - a_start};
+    Py_ssize_t starts[3] = {p_start, r_start, a_start};
+    PyObject *columns[3] = {NULL, NULL, NULL};
+    for (int c = 0; c < 3; c++) {
+        columns[c] = PyBytes_FromStringAndSize(NULL, n * widths[c]);
+        if (!columns[c])
+            goto fail;
+        char *out = PyBytes_AS_STRING(columns[c]);
+        for (Py_ssize_t i = 0; i < n; i++)
+            memcpy(out + i * widths[c], d + i * record + starts[c], (size_t)widths[c]);
+    }
+    PyObject *query_id = PyUnicode_DecodeASCII((const char *)d + q_start, q_stop - q_start, NULL);
+    if (!query_id)
+        goto fail;
+    result = Py_BuildValue("(NiNNNn)", query_id, (int)d[round_at], columns[0], columns[1],
+                           columns[2], n);
+    PyBuffer_Release(&view);
+    return result;
+fail:
+    for (int c = 0; c < 3; c++)
+        Py_XDECREF(columns[c]);
+    PyBuffer_Release(&view);
+    return NULL;
+none:
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"join_fixed", join_fixed, METH_VARARGS,
      "join_fixed(items, width) -> bytes | None: a list of bytes of one width, joined."},
+    {"decode_one_query", decode_one_query, METH_O,
+     "decode_one_query(data) -> (query_id, round, pseudonyms, report_ids, answers, n) | None."},
     {"column_sums", column_sums, METH_VARARGS,
      "column_sums(packed, n_rows, row_bytes) -> bytes: int64 count per bit, MSB first."},
     {NULL, NULL, 0, NULL},

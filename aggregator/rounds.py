@@ -47,25 +47,132 @@ from ldpcollect.wire import REPORT_KEY_BYTES
 Counts = npt.NDArray[np.int64]
 
 
-@dataclass
-class ReportColumns:
-    """Reports as parallel columns, one entry per report, in arrival order."""
+@dataclass(frozen=True)
+class PackedReports:
+    """A uniform batch's reports: one query, one round, and each of the other columns as its
+    fixed-width values back to back (`batch_codec` makes them without an object per report)."""
 
-    query_ids: list[str] = field(default_factory=list)
-    rounds: list[int] = field(default_factory=list)
-    pseudonyms: list[bytes] = field(default_factory=list)
-    report_ids: list[bytes] = field(default_factory=list)
-    answers: list[bytes] = field(default_factory=list)
+    query_id: str
+    round: int
+    pseudonyms: bytes
+    report_ids: bytes
+    answers: bytes
+    n: int
+
+    def width(self, column: bytes) -> int:
+        return len(column) // self.n
+
+    def split(self, column: bytes) -> list[bytes]:
+        step = self.width(column)
+        return [column[i : i + step] for i in range(0, len(column), step)]
+
+    @classmethod
+    def concat(cls, parts: Sequence[PackedReports]) -> PackedReports | None:
+        """The parts one after the other, or None unless they share query, round and widths."""
+        first = parts[0]
+        widths = [first.width(c) for c in (first.pseudonyms, first.report_ids, first.answers)]
+        for part in parts[1:]:
+            if (
+                part.query_id != first.query_id
+                or part.round != first.round
+                or [part.width(c) for c in (part.pseudonyms, part.report_ids, part.answers)]
+                != widths
+            ):
+                return None
+        return cls(
+            first.query_id,
+            first.round,
+            b"".join(p.pseudonyms for p in parts),
+            b"".join(p.report_ids for p in parts),
+            b"".join(p.answers for p in parts),
+            sum(p.n for p in parts),
+        )
+
+
+class ReportColumns:
+    """Reports as parallel columns, one entry per report, in arrival order.
+
+    Made from a uniform batch (`packed`), the per-report lists are made only when first read
+    (the writer's usual path reads none of them). Read-only once made: build another
+    `ReportColumns` rather than change a column in place.
+    """
+
+    __slots__ = ("_answers", "_pseudonyms", "_query_ids", "_report_ids", "_rounds", "packed")
+
+    def __init__(
+        self,
+        query_ids: list[str] | None = None,
+        rounds: list[int] | None = None,
+        pseudonyms: list[bytes] | None = None,
+        report_ids: list[bytes] | None = None,
+        answers: list[bytes] | None = None,
+        *,
+        packed: PackedReports | None = None,
+    ) -> None:
+        self.packed = packed
+        empty = packed is None
+        self._query_ids = query_ids if query_ids is not None or not empty else []
+        self._rounds = rounds if rounds is not None or not empty else []
+        self._pseudonyms = pseudonyms if pseudonyms is not None or not empty else []
+        self._report_ids = report_ids if report_ids is not None or not empty else []
+        self._answers = answers if answers is not None or not empty else []
+
+    @property
+    def query_ids(self) -> list[str]:
+        if self._query_ids is None:
+            assert self.packed is not None
+            self._query_ids = [self.packed.query_id] * self.packed.n
+        return self._query_ids
+
+    @property
+    def rounds(self) -> list[int]:
+        if self._rounds is None:
+            assert self.packed is not None
+            self._rounds = [self.packed.round] * self.packed.n
+        return self._rounds
+
+    @property
+    def pseudonyms(self) -> list[bytes]:
+        if self._pseudonyms is None:
+            assert self.packed is not None
+            self._pseudonyms = self.packed.split(self.packed.pseudonyms)
+        return self._pseudonyms
+
+    @property
+    def report_ids(self) -> list[bytes]:
+        if self._report_ids is None:
+            assert self.packed is not None
+            self._report_ids = self.packed.split(self.packed.report_ids)
+        return self._report_ids
+
+    @property
+    def answers(self) -> list[bytes]:
+        if self._answers is None:
+            assert self.packed is not None
+            self._answers = self.packed.split(self.packed.answers)
+        return self._answers
+
+    def _columns(self) -> tuple[list[str], list[int], list[bytes], list[bytes], list[bytes]]:
+        return self.query_ids, self.rounds, self.pseudonyms, self.report_ids, self.answers
 
     def __len__(self) -> int:
-        return len(self.report_ids)
+        return self.packed.n if self.packed is not None else len(self.report_ids)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ReportColumns):
+            return NotImplemented
+        return self._columns() == other._columns()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ReportColumns({len(self)} reports)"
 
     def append(self, report: ReportIn) -> None:
-        self.query_ids.append(report.query_id)
-        self.rounds.append(report.round)
-        self.pseudonyms.append(report.pseudonym)
-        self.report_ids.append(report.report_id)
-        self.answers.append(report.answers)
+        columns = self._columns()
+        self.packed = None  # the lists are the columns from now on
+        for column, value in zip(columns, report, strict=True):
+            column.append(value)  # type: ignore[attr-defined]
 
     def report(self, index: int) -> ReportIn:
         return ReportIn(
@@ -90,15 +197,17 @@ class ReportColumns:
         )
 
     @classmethod
-    def concat(cls, parts: Iterable[ReportColumns]) -> ReportColumns:
+    def concat(cls, parts: Sequence[ReportColumns]) -> ReportColumns:
         """All the reports of `parts`, one after the other."""
+        packed = [p.packed for p in parts if p.packed is not None]
+        if packed and len(packed) == len(parts):
+            joined = PackedReports.concat(packed)
+            if joined is not None:
+                return cls(packed=joined)
         columns = cls()
         for part in parts:
-            columns.query_ids += part.query_ids
-            columns.rounds += part.rounds
-            columns.pseudonyms += part.pseudonyms
-            columns.report_ids += part.report_ids
-            columns.answers += part.answers
+            for mine, theirs in zip(columns._columns(), part._columns(), strict=True):
+                mine += theirs  # type: ignore[operator]
         return columns
 
     @classmethod
@@ -345,14 +454,30 @@ class QueryState:
             n == 0
             or self.status != QueryStatus.OPEN
             or accepted.round != round_
-            or reports.rounds.count(round_) != n
+            or (
+                reports.packed.round != round_
+                if reports.packed is not None
+                else reports.rounds.count(round_) != n
+            )
         ):
             return False
-        packed_ids = join_fixed(reports.report_ids, REPORT_KEY_BYTES)
-        packed_pseudonyms = join_fixed(reports.pseudonyms, REPORT_KEY_BYTES)
-        packed_answers = join_fixed(reports.answers, self.answer_bytes)
-        if packed_ids is None or packed_pseudonyms is None or packed_answers is None:
-            return False
+        packed = reports.packed
+        if packed is not None:  # one round: checked above; the widths here
+            packed_ids, packed_pseudonyms = packed.report_ids, packed.pseudonyms
+            packed_answers = packed.answers
+            if (
+                packed.width(packed_ids) != REPORT_KEY_BYTES
+                or packed.width(packed_pseudonyms) != REPORT_KEY_BYTES
+                or packed.width(packed_answers) != self.answer_bytes
+            ):
+                return False
+        else:
+            ids = join_fixed(reports.report_ids, REPORT_KEY_BYTES)
+            pseudonyms = join_fixed(reports.pseudonyms, REPORT_KEY_BYTES)
+            answers = join_fixed(reports.answers, self.answer_bytes)
+            if ids is None or pseudonyms is None or answers is None:
+                return False
+            packed_ids, packed_pseudonyms, packed_answers = ids, pseudonyms, answers
         mask = self.padding_mask
         if mask:
             last = np.frombuffer(packed_answers, dtype=np.uint8)[
