@@ -50,6 +50,11 @@ def join_fixed(items: list[bytes], width: int) -> bytes | None:
     return _native_writer.join_fixed(items, width)
 
 
+def split_fixed(column: bytes, width: int) -> list[bytes]:
+    """`column` cut into values of `width` bytes (the inverse of `join_fixed`)."""
+    return _native_writer.split_fixed(column, width)
+
+
 def column_sums(packed: bytes, n_rows: int, n_bits: int) -> Values:
     """`ldpcollect.bits.column_sums` in compiled code: per bit position, how many of the
     `n_rows` packed rows have it set."""

@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from aggregator.errors import AlreadyExists, FailedPrecondition, Invalid
 from aggregator.held import HeldReports, InMemoryHeld, PackedRows
-from aggregator.keytable import Keys, KeyTable, column_sums, join_fixed
+from aggregator.keytable import Keys, KeyTable, column_sums, join_fixed, split_fixed
 from aggregator.model import (
     ACCEPTED,
     DUPLICATE,
@@ -63,8 +63,7 @@ class PackedReports:
         return len(column) // self.n
 
     def split(self, column: bytes) -> list[bytes]:
-        step = self.width(column)
-        return [column[i : i + step] for i in range(0, len(column), step)]
+        return split_fixed(column, self.width(column))
 
     @classmethod
     def concat(cls, parts: Sequence[PackedReports]) -> PackedReports | None:

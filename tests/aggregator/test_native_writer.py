@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from aggregator import _native_writer, keytable
 from aggregator.keyindex import KeyIndex
-from aggregator.keytable import KeyTable, column_sums, join_fixed
+from aggregator.keytable import KeyTable, column_sums, join_fixed, split_fixed
 from aggregator.rounds import QueryState
 from ldpcollect import bits
 from tests.aggregator.store_contract import SP, spec
@@ -144,3 +144,12 @@ def test_column_sums_match_the_reference(
 def test_join_fixed_joins_only_items_of_one_width(items: list[bytes], width: int) -> None:
     expected = b"".join(items) if all(len(i) == width for i in items) else None
     assert join_fixed(items, width) == expected
+    if expected is not None and width:
+        assert split_fixed(expected, width) == items  # and back
+
+
+def test_split_fixed_refuses_a_column_that_is_not_whole_values() -> None:
+    with pytest.raises(ValueError, match="not values of 3 bytes"):
+        split_fixed(b"abcd", 3)
+    with pytest.raises(ValueError):
+        split_fixed(b"", 0)
