@@ -137,7 +137,15 @@ static int reserve(KeyTable *t, Py_ssize_t more)
     uint32_t *old = t->table;
     t->table = table;
     t->bits = bits;
+    /* Keys in order (read sequentially), their new slots prefetched a few keys ahead: the
+     * random writes are what a rehash waits for. */
+    size_t mask = ((size_t)1 << bits) - 1;
+    enum { AHEAD = 16 };
     for (Py_ssize_t p = 0; p < t->n; p++) {
+        if (p + AHEAD < t->n) {
+            const uint64_t *next = t->keys + 2 * (p + AHEAD);
+            __builtin_prefetch(&t->table[(size_t)key_hash(t, next[0], next[1]) & mask], 1);
+        }
         uint64_t k0 = t->keys[2 * p], k1 = t->keys[2 * p + 1];
         uint64_t h = key_hash(t, k0, k1);
         size_t at = 0;
