@@ -307,6 +307,8 @@ static Py_ssize_t KeyTable_len(KeyTable *t)
 /* -1 when absent or not a 16-byte key; -2 on error. */
 static Py_ssize_t position_of(KeyTable *t, PyObject *key)
 {
+    if (enter(t) < 0)
+        return -2;
     if (!PyBytes_Check(key)) {
         PyErr_SetString(PyExc_TypeError, "a key is bytes");
         return -2;
