@@ -18,6 +18,11 @@ answers, a multi-byte round varint, a non-canonical varint, a non-ASCII query id
 of different lengths, trailing or truncated bytes) returns None, and the caller parses with
 protobuf instead. The fast path only
 ever accepts bytes whose protobuf parse has exactly the columns it returns.
+
+The usual batch (one query, one round) is decoded in compiled code first
+(`aggregator/_native_writer.c`, `decode_one_query`: the same checks), into packed columns
+rather than an object per report (`rounds.PackedReports`); `decode_uniform_python` is the
+Python reference the tests hold it to.
 """
 
 from __future__ import annotations
