@@ -243,6 +243,21 @@ static int append_keys(KeyTable *t, const unsigned char *packed, Py_ssize_t coun
     return 1;
 }
 
+/* Run `work` on table `t`, with the interpreter lock released when `count` keys are enough
+ * work to pay for taking it back; no other thread may use `t` meanwhile (`enter`). */
+#define WITH_TABLE(t, count, work)                                                            \
+    do {                                                                                       \
+        if ((count) >= RELEASE_FROM) {                                                         \
+            (t)->busy = 1;                                                                     \
+            Py_BEGIN_ALLOW_THREADS                                                             \
+            work;                                                                              \
+            Py_END_ALLOW_THREADS                                                               \
+            (t)->busy = 0;                                                                     \
+        } else {                                                                               \
+            work;                                                                              \
+        }                                                                                      \
+    } while (0)
+
 static int enter(KeyTable *t)
 {
     if (t->busy) {
@@ -389,18 +404,11 @@ static PyObject *add_packed(KeyTable *t, PyObject *args, int all_or_nothing)
         PyErr_SetString(PyExc_OverflowError, "a key index holds at most 2**32 - 1 keys");
         goto done;
     }
-    int ok, failed;
-    if (count >= RELEASE_FROM) {
-        t->busy = 1;
-        Py_BEGIN_ALLOW_THREADS
+    int ok = 0, failed = 0;
+    WITH_TABLE(t, count, {
         failed = reserve(t, count) < 0;
         ok = failed ? 0 : append_keys(t, view.buf, count, all_or_nothing);
-        Py_END_ALLOW_THREADS
-        t->busy = 0;
-    } else {
-        failed = reserve(t, count) < 0;
-        ok = failed ? 0 : append_keys(t, view.buf, count, all_or_nothing);
-    }
+    });
     if (failed) {
         PyErr_NoMemory();
         goto done;
@@ -449,15 +457,7 @@ static PyObject *KeyTable_lookup(KeyTable *t, PyObject *arg)
     if (!out)
         goto done;
     int64_t *found = (int64_t *)PyBytes_AS_STRING(out);
-    if (count >= RELEASE_FROM) {
-        t->busy = 1;
-        Py_BEGIN_ALLOW_THREADS
-        look_up(t, view.buf, count, found);
-        Py_END_ALLOW_THREADS
-        t->busy = 0;
-    } else {
-        look_up(t, view.buf, count, found);
-    }
+    WITH_TABLE(t, count, look_up(t, view.buf, count, found));
 done:
     PyBuffer_Release(&view);
     return out;
