@@ -6,14 +6,18 @@ BIN := $(VENV)/bin
 
 .PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest bench-held bench-release bench-overload bench-tokens bench-vdaf bench-accounting pilot bench-startup bench-secure bench-stores clean
 
-# The compiled VDAF kernels (setup.py): pip builds them with the machine's gcc and Python
-# headers; editing a source re-runs the install, which rebuilds them.
+# The compiled VDAF kernels (setup.py).
 NATIVE_VDAF_SOURCES := $(wildcard ldpcollect/vdaf/native_c/*.c ldpcollect/vdaf/native_c/*.h)
 
 # The first install takes about 2 minutes: it says so, and lists each package as pip fetches
 # it (the full log goes to $(VENV)/install.log).
-$(BIN)/.installed: pyproject.toml setup.py $(NATIVE_VDAF_SOURCES)
-	@echo "==> setting up $(VENV) (first run, or pyproject.toml changed): ldpcollect, its dependencies, dev tools"
+# The compiled kernels (setup.py: the writer's key table and batch decoder, the token RSA on
+# OpenSSL) are built by pip here with the machine's gcc, Python headers and libcrypto headers;
+# editing a C source reinstalls (rebuilds) them.
+NATIVE_SOURCES := setup.py $(wildcard aggregator/*.c ldpcollect/*/*.c ldpcollect/*.c) $(NATIVE_VDAF_SOURCES)
+
+$(BIN)/.installed: pyproject.toml $(NATIVE_SOURCES)
+	@echo "==> setting up $(VENV) (first run, or pyproject.toml, setup.py or a C source changed): ldpcollect, its dependencies, dev tools"
 	@echo "    (about 2 minutes; later runs skip this; full log in $(VENV)/install.log)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip

@@ -18,6 +18,11 @@ answers, a multi-byte round varint, a non-canonical varint, a non-ASCII query id
 of different lengths, trailing or truncated bytes) returns None, and the caller parses with
 protobuf instead. The fast path only
 ever accepts bytes whose protobuf parse has exactly the columns it returns.
+
+The usual batch (one query, one round) is decoded in compiled code first
+(`aggregator/_native_writer.c`, `decode_one_query`: the same checks), into packed columns
+rather than an object per report (`rounds.PackedReports`); `decode_uniform_python` is the
+Python reference the tests hold it to.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.rounds import ReportColumns
+from aggregator import _native_writer
+from aggregator.rounds import PackedReports, ReportColumns
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 
 # Tag bytes: (field number << 3) | wire type (0 = varint, 2 = length-delimited).
@@ -168,6 +174,15 @@ def decode_uniform(data: bytes) -> ReportColumns | None:
     When it returns columns they are exactly `SubmitBatchRequest.FromString(data)`'s reports'
     fields, in order.
     """
+    one_query = _native_writer.decode_one_query(data)
+    if one_query is not None:  # the usual batch, decoded in compiled code, columns packed
+        return ReportColumns(packed=PackedReports(*one_query))
+    return decode_uniform_python(data)
+
+
+def decode_uniform_python(data: bytes) -> ReportColumns | None:
+    """`decode_uniform` in Python (the reference of the compiled one-query path), with
+    every column a list."""
     layout = _first_layout(data)
     if layout is None or len(data) % layout.record_bytes:
         return None

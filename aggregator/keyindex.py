@@ -333,6 +333,10 @@ class KeyIndex:
                     found[i] = value
         return found
 
+    def lookup_values(self, packed: bytes) -> Values:
+        """`lookup` (the name `aggregator.keytable.Keys` gives it)."""
+        return self.lookup(packed)
+
     def _in_runs(self, packed: bytes) -> Values:
         """`lookup` over the runs only."""
         hi, lo = halves(packed)
@@ -375,6 +379,15 @@ class KeyIndex:
                 if (found >= 0).any():
                     return None
         return NewKeys(keys, first_value, run)
+
+    def add_all_new(self, packed: bytes, first_value: int) -> bool:
+        """Add every key packed in `packed` (values first_value, first_value + 1, ...), or
+        none when one of them is held or repeats among them: returns whether they were."""
+        new = self.new_keys(_split(packed), packed, first_value)
+        if new is None:
+            return False
+        self.add_new(new)
+        return True
 
     def add_new(self, new: NewKeys) -> None:
         """Add keys checked by `new_keys` (nothing added in between)."""

@@ -4,7 +4,7 @@ Owned by the store's single writer thread: every change happens there, in order,
 concurrent copies of one report can never both be counted. This state is the authority for
 deduplication; the store persists it as an append-only report log and rebuilds it at start.
 Held reports cost little memory: report ids and pseudonyms live in compact key indexes
-(`aggregator.keyindex`, 20 bytes a key), SP's waiting round-1 answers as packed bits, and the
+(`aggregator.keytable`, 21 to 27 bytes a key), SP's waiting round-1 answers as packed bits, and the
 rest of a report is looked up (`aggregator.held`) only when its id comes again.
 
 Counts are per-target sums over devices that completed every round. For randomized response
@@ -13,7 +13,8 @@ answers wait, individually, until its round-2 report arrives; then both rounds e
 counts together, so a device that drops out after round 1 never biases the estimate.
 
 Two ways in, one set of rules: `admit` checks a single report; `admit_all` takes a whole run
-of reports for one query at once (sorted numpy lookups instead of a Python step per report)
+of reports for one query at once (one compiled call per index instead of a Python step per
+report)
 when, and only when, every one of them would be accepted by `admit` in turn. When any
 report would not, `admit_all` changes nothing and the caller falls back to `admit`.
 """
@@ -31,7 +32,7 @@ import numpy.typing as npt
 
 from aggregator.errors import AlreadyExists, FailedPrecondition, Invalid
 from aggregator.held import HeldReports, InMemoryHeld, PackedRows
-from aggregator.keyindex import KeyIndex
+from aggregator.keytable import Keys, KeyTable, column_sums, join_fixed, split_fixed
 from aggregator.model import (
     ACCEPTED,
     DUPLICATE,
@@ -41,31 +42,136 @@ from aggregator.model import (
     QueryStatus,
     ReportIn,
 )
-from ldpcollect.bits import column_sums
 from ldpcollect.wire import REPORT_KEY_BYTES
 
 Counts = npt.NDArray[np.int64]
 
 
-@dataclass
-class ReportColumns:
-    """Reports as parallel columns, one entry per report, in arrival order."""
+@dataclass(frozen=True)
+class PackedReports:
+    """A uniform batch's reports: one query, one round, and each of the other columns as its
+    fixed-width values back to back (`batch_codec` makes them without an object per report)."""
 
-    query_ids: list[str] = field(default_factory=list)
-    rounds: list[int] = field(default_factory=list)
-    pseudonyms: list[bytes] = field(default_factory=list)
-    report_ids: list[bytes] = field(default_factory=list)
-    answers: list[bytes] = field(default_factory=list)
+    query_id: str
+    round: int
+    pseudonyms: bytes
+    report_ids: bytes
+    answers: bytes
+    n: int
+
+    def width(self, column: bytes) -> int:
+        return len(column) // self.n
+
+    def split(self, column: bytes) -> list[bytes]:
+        return split_fixed(column, self.width(column))
+
+    @classmethod
+    def concat(cls, parts: Sequence[PackedReports]) -> PackedReports | None:
+        """The parts one after the other, or None unless they share query, round and widths."""
+        first = parts[0]
+        widths = [first.width(c) for c in (first.pseudonyms, first.report_ids, first.answers)]
+        for part in parts[1:]:
+            if (
+                part.query_id != first.query_id
+                or part.round != first.round
+                or [part.width(c) for c in (part.pseudonyms, part.report_ids, part.answers)]
+                != widths
+            ):
+                return None
+        return cls(
+            first.query_id,
+            first.round,
+            b"".join(p.pseudonyms for p in parts),
+            b"".join(p.report_ids for p in parts),
+            b"".join(p.answers for p in parts),
+            sum(p.n for p in parts),
+        )
+
+
+class ReportColumns:
+    """Reports as parallel columns, one entry per report, in arrival order.
+
+    Made from a uniform batch (`packed`), the per-report lists are made only when first read
+    (the writer's usual path reads none of them). Read-only once made: build another
+    `ReportColumns` rather than change a column in place.
+    """
+
+    __slots__ = ("_answers", "_pseudonyms", "_query_ids", "_report_ids", "_rounds", "packed")
+
+    def __init__(
+        self,
+        query_ids: list[str] | None = None,
+        rounds: list[int] | None = None,
+        pseudonyms: list[bytes] | None = None,
+        report_ids: list[bytes] | None = None,
+        answers: list[bytes] | None = None,
+        *,
+        packed: PackedReports | None = None,
+    ) -> None:
+        self.packed = packed
+        empty = packed is None
+        self._query_ids = query_ids if query_ids is not None or not empty else []
+        self._rounds = rounds if rounds is not None or not empty else []
+        self._pseudonyms = pseudonyms if pseudonyms is not None or not empty else []
+        self._report_ids = report_ids if report_ids is not None or not empty else []
+        self._answers = answers if answers is not None or not empty else []
+
+    @property
+    def query_ids(self) -> list[str]:
+        if self._query_ids is None:
+            assert self.packed is not None
+            self._query_ids = [self.packed.query_id] * self.packed.n
+        return self._query_ids
+
+    @property
+    def rounds(self) -> list[int]:
+        if self._rounds is None:
+            assert self.packed is not None
+            self._rounds = [self.packed.round] * self.packed.n
+        return self._rounds
+
+    @property
+    def pseudonyms(self) -> list[bytes]:
+        if self._pseudonyms is None:
+            assert self.packed is not None
+            self._pseudonyms = self.packed.split(self.packed.pseudonyms)
+        return self._pseudonyms
+
+    @property
+    def report_ids(self) -> list[bytes]:
+        if self._report_ids is None:
+            assert self.packed is not None
+            self._report_ids = self.packed.split(self.packed.report_ids)
+        return self._report_ids
+
+    @property
+    def answers(self) -> list[bytes]:
+        if self._answers is None:
+            assert self.packed is not None
+            self._answers = self.packed.split(self.packed.answers)
+        return self._answers
+
+    def _columns(self) -> tuple[list[str], list[int], list[bytes], list[bytes], list[bytes]]:
+        return self.query_ids, self.rounds, self.pseudonyms, self.report_ids, self.answers
 
     def __len__(self) -> int:
-        return len(self.report_ids)
+        return self.packed.n if self.packed is not None else len(self.report_ids)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ReportColumns):
+            return NotImplemented
+        return self._columns() == other._columns()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ReportColumns({len(self)} reports)"
 
     def append(self, report: ReportIn) -> None:
-        self.query_ids.append(report.query_id)
-        self.rounds.append(report.round)
-        self.pseudonyms.append(report.pseudonym)
-        self.report_ids.append(report.report_id)
-        self.answers.append(report.answers)
+        columns = self._columns()
+        self.packed = None  # the lists are the columns from now on
+        for column, value in zip(columns, report, strict=True):
+            column.append(value)  # type: ignore[attr-defined]
 
     def report(self, index: int) -> ReportIn:
         return ReportIn(
@@ -90,15 +196,17 @@ class ReportColumns:
         )
 
     @classmethod
-    def concat(cls, parts: Iterable[ReportColumns]) -> ReportColumns:
+    def concat(cls, parts: Sequence[ReportColumns]) -> ReportColumns:
         """All the reports of `parts`, one after the other."""
+        packed = [p.packed for p in parts if p.packed is not None]
+        if packed and len(packed) == len(parts):
+            joined = PackedReports.concat(packed)
+            if joined is not None:
+                return cls(packed=joined)
         columns = cls()
         for part in parts:
-            columns.query_ids += part.query_ids
-            columns.rounds += part.rounds
-            columns.pseudonyms += part.pseudonyms
-            columns.report_ids += part.report_ids
-            columns.answers += part.answers
+            for mine, theirs in zip(columns._columns(), part._columns(), strict=True):
+                mine += theirs  # type: ignore[operator]
         return columns
 
     @classmethod
@@ -161,8 +269,8 @@ class QueryState:
     # in `held`; per round (index 0 = round 1), device pseudonym -> ordinal of its report among
     # that round's. Sampling Privacy: the round-1 answers, row = round-1 ordinal; a device
     # waits for round 2 while it is in round 1's index and not in round 2's.
-    report_ids: KeyIndex = field(default_factory=KeyIndex)
-    devices_by_round: list[KeyIndex] = field(default_factory=list)
+    report_ids: Keys = field(default_factory=KeyTable)
+    devices_by_round: list[Keys] = field(default_factory=list)
     round1_answers: PackedRows = field(default_factory=lambda: PackedRows(1))
     held: HeldReports = field(default_factory=lambda: InMemoryHeld(1))
 
@@ -178,7 +286,7 @@ class QueryState:
             counts=np.zeros((rounds, len(spec.targets)), dtype=np.int64),
             reports_per_round=[0] * rounds,
             completed_devices=0,
-            devices_by_round=[KeyIndex() for _ in range(rounds)],
+            devices_by_round=[KeyTable() for _ in range(rounds)],
             round1_answers=PackedRows(width),
             held=InMemoryHeld(width),
         )
@@ -217,7 +325,7 @@ class QueryState:
         `held` (a store that finds them in its own log passes False)."""
         if not entries:
             return
-        builds: list[tuple[KeyIndex, list[bytes], int]] = [
+        builds: list[tuple[Keys, list[bytes], int]] = [
             (self.report_ids, [e.report_ids for e in entries], len(self.report_ids))
         ]
         for round_ in range(1, self.rounds + 1):
@@ -345,17 +453,30 @@ class QueryState:
             n == 0
             or self.status != QueryStatus.OPEN
             or accepted.round != round_
-            or reports.rounds.count(round_) != n
+            or (
+                reports.packed.round != round_
+                if reports.packed is not None
+                else reports.rounds.count(round_) != n
+            )
         ):
             return False
-        report_ids, pseudonyms, answers = reports.report_ids, reports.pseudonyms, reports.answers
-        if set(map(len, report_ids)) != {REPORT_KEY_BYTES}:
-            return False
-        if set(map(len, pseudonyms)) != {REPORT_KEY_BYTES}:
-            return False
-        if set(map(len, answers)) != {self.answer_bytes}:
-            return False
-        packed_answers = b"".join(answers)
+        packed = reports.packed
+        if packed is not None:  # one round: checked above; the widths here
+            packed_ids, packed_pseudonyms = packed.report_ids, packed.pseudonyms
+            packed_answers = packed.answers
+            if (
+                packed.width(packed_ids) != REPORT_KEY_BYTES
+                or packed.width(packed_pseudonyms) != REPORT_KEY_BYTES
+                or packed.width(packed_answers) != self.answer_bytes
+            ):
+                return False
+        else:
+            ids = join_fixed(reports.report_ids, REPORT_KEY_BYTES)
+            pseudonyms = join_fixed(reports.pseudonyms, REPORT_KEY_BYTES)
+            answers = join_fixed(reports.answers, self.answer_bytes)
+            if ids is None or pseudonyms is None or answers is None:
+                return False
+            packed_ids, packed_pseudonyms, packed_answers = ids, pseudonyms, answers
         mask = self.padding_mask
         if mask:
             last = np.frombuffer(packed_answers, dtype=np.uint8)[
@@ -363,20 +484,20 @@ class QueryState:
             ]
             if np.bitwise_and(last, mask).any():
                 return False
-        packed_ids = b"".join(report_ids)
-        new_ids = self.report_ids.new_keys(report_ids, packed_ids, len(self.held))
-        if new_ids is None:
-            return False
-        packed_pseudonyms = b"".join(pseudonyms)
-        devices = self.devices_by_round[round_ - 1]
-        new_devices = devices.new_keys(pseudonyms, packed_pseudonyms, len(devices))
-        if new_devices is None:
-            return False
         two_rounds = self.rounds == 2
-        if two_rounds and round_ == 2:
-            rows = self.devices_by_round[0].lookup(packed_pseudonyms)
+        rows = None
+        if two_rounds and round_ == 2:  # every device answered round 1
+            rows = self.devices_by_round[0].lookup_values(packed_pseudonyms)
             if (rows < 0).any():
                 return False
+        # Each index adds all its keys at once, or none (one held, or repeated in the run).
+        if not self.report_ids.add_all_new(packed_ids, len(self.held)):
+            return False
+        devices = self.devices_by_round[round_ - 1]
+        if not devices.add_all_new(packed_pseudonyms, len(devices)):
+            self.report_ids.discard_many(packed_ids)
+            return False
+        if rows is not None:
             accepted.completed_answers[0].append(self.round1_answers.take(rows))
             accepted.completed_answers[1].append(packed_answers)
             accepted.completed += n
@@ -386,8 +507,6 @@ class QueryState:
             accepted.completed_answers[0].append(packed_answers)
             accepted.completed += n
         # Every report passes: record them all.
-        self.report_ids.add_new(new_ids)
-        devices.add_new(new_devices)
         self.held.hold(round_, n, packed_pseudonyms, packed_answers)
         self.reports_per_round[round_ - 1] += n
         accepted.count += n
@@ -472,13 +591,13 @@ class QueryState:
 _PARALLEL_BUILD_FROM = 1 << 18
 
 
-def _bulk_add_all(builds: Sequence[tuple[KeyIndex, list[bytes], int]]) -> None:
+def _bulk_add_all(builds: Sequence[tuple[Keys, list[bytes], int]]) -> None:
     """`bulk_add` each (index, packed keys, first value): independent indexes, so at a
     restart of millions of keys they are built at once on two threads (numpy's sort and
     gathers release the interpreter lock: on two cores the report-id and pseudonym indexes
     take about the time of one)."""
 
-    def build(job: tuple[KeyIndex, list[bytes], int]) -> None:
+    def build(job: tuple[Keys, list[bytes], int]) -> None:
         index, parts, first = job
         index.bulk_add(b"".join(parts), first)
 

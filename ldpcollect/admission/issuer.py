@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from ldpcollect.admission.directory import DirectoryKey, IssuerDirectory
 from ldpcollect.admission.errors import IssuanceRefused, UnknownKeyError
 from ldpcollect.admission.token_key import TokenPublicKey, TokenSigningKey
-from ldpcollect.admission.tokens import TokenRequest, TokenResponse, sign_token_request
+from ldpcollect.admission.tokens import TokenRequest, TokenResponse, sign_token_requests
 from ldpcollect.errors import ParameterError
 
 
@@ -92,7 +92,7 @@ class Issuer:
                 )
             self._issued[client_id] = issued + len(requests)
         try:
-            return [sign_token_request(key, request) for request in requests]
+            return sign_token_requests(key, requests)
         except Exception:
             with self._lock:
                 if self._epoch == epoch:

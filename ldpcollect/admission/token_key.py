@@ -15,6 +15,7 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from ldpcollect.admission._native_rsa import RsaKey
 from ldpcollect.admission.errors import EncodingError
 
 MODULUS_BITS = 2048
@@ -93,13 +94,20 @@ class TokenPublicKey:
     spki: bytes
     token_key_id: bytes = field(init=False)
     key: rsa.RSAPublicKey = field(init=False, repr=False, compare=False)
+    # The same key held by OpenSSL for batched verification (`verification.check_tokens`).
+    native: RsaKey = field(init=False, repr=False, compare=False)
 
     def __repr__(self) -> str:
         return f"TokenPublicKey(token_key_id={self.token_key_id.hex()})"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", decode_spki(self.spki))
+        key = decode_spki(self.spki)
+        object.__setattr__(self, "key", key)
         object.__setattr__(self, "token_key_id", hashlib.sha256(self.spki).digest())
+        der = key.public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        object.__setattr__(self, "native", RsaKey(der, private=False))
 
     @classmethod
     def from_public_key(cls, public_key: rsa.RSAPublicKey) -> TokenPublicKey:
@@ -121,6 +129,8 @@ class TokenSigningKey:
 
     private_key: rsa.RSAPrivateKey = field(repr=False)
     public: TokenPublicKey = field(init=False)
+    # The same key held by OpenSSL, which signs (`tokens.sign_token_requests`).
+    native: RsaKey = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.private_key.key_size != MODULUS_BITS:
@@ -129,6 +139,12 @@ class TokenSigningKey:
             )
         public = TokenPublicKey.from_public_key(self.private_key.public_key())
         object.__setattr__(self, "public", public)
+        der = self.private_key.private_bytes(
+            serialization.Encoding.DER,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        object.__setattr__(self, "native", RsaKey(der, private=True))
 
     @classmethod
     def generate(cls) -> TokenSigningKey:
