@@ -29,12 +29,23 @@ class MissingConfigs(ValueError):
     """The query lacks an aggregator's HPKE config: a device must not upload to it."""
 
 
-def aggregator_configs(query: spb.SecureQuery) -> tuple[HpkeConfig, HpkeConfig]:
-    """The leader's and helper's configs, or MissingConfigs naming what is wrong."""
+def helper_config_of(query: spb.SecureQuery) -> HpkeConfig:
+    """The helper's config as the leader relays it in the query (MissingConfigs if absent or
+    malformed). A device that learns it elsewhere (from the helper, a pinned copy) passes
+    that to `SecureDevice` instead."""
+    return aggregator_configs(query)[1]
+
+
+def aggregator_configs(
+    query: spb.SecureQuery, helper: HpkeConfig | None = None
+) -> tuple[HpkeConfig, HpkeConfig]:
+    """The leader's and helper's configs (`helper` when given, else the one in the query), or
+    MissingConfigs naming what is wrong."""
+    helper_encoded = query.helper_hpke_config if helper is None else helper.encode()
     configs = []
     for role, encoded in (
         ("leader", query.leader_hpke_config),
-        ("helper", query.helper_hpke_config),
+        ("helper", helper_encoded),
     ):
         if not encoded:
             raise MissingConfigs(f"the query has no {role} HPKE config: refusing to upload")
@@ -48,11 +59,13 @@ def aggregator_configs(query: spb.SecureQuery) -> tuple[HpkeConfig, HpkeConfig]:
 
 
 class SecureDevice:
-    """Seals reports for one secure query (checked once, at construction)."""
+    """Seals reports for one secure query (checked once, at construction). The helper's
+    config is its own input: the leader's word for it (`helper_config_of`) only when none is
+    given."""
 
-    def __init__(self, query: spb.SecureQuery) -> None:
+    def __init__(self, query: spb.SecureQuery, helper: HpkeConfig | None = None) -> None:
         self.query = query
-        self.leader, self.helper = aggregator_configs(query)
+        self.leader, self.helper = aggregator_configs(query, helper)
         self.mechanism: Mechanism = mechanism_from_proto(query.mechanism)
         self.kind = vdaf_kind(self.mechanism.name)
         self.vdaf = query_vdaf(self.kind, len(query.targets))

@@ -35,8 +35,9 @@ def guarded(work: Callable[[], None]) -> None:
     except Exception as err:
         from client.device import ReportFailed  # loaded already if it was raised
         from client.fleet import FleetError
+        from client.secure_device import MissingConfigs
 
-        if not isinstance(err, FleetError | ReportFailed | OSError):
+        if not isinstance(err, FleetError | ReportFailed | OSError | MissingConfigs):
             raise
         _say(str(err))
         raise typer.Exit(EXIT_RPC) from None

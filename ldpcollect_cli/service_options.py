@@ -66,3 +66,16 @@ def with_admin(
     identity = ClientIdentity.from_environment()
     with connect_admin(server, token, tls_ca=tls_ca, identity=identity) as admin:
         return work(admin)
+
+
+CollectorKey = Annotated[
+    Path,
+    typer.Option(
+        "--collector-key",
+        envvar="LDPCOLLECT_COLLECTOR_KEY",
+        help="Secure queries: the collector's HPKE key file (created, mode 0600, if missing). "
+        "Both aggregators seal their shares to it at release; keep it: without it a release "
+        "cannot be opened.",
+    ),
+]
+DEFAULT_COLLECTOR_KEY = Path("ldpcollect-collector.key")

@@ -1,5 +1,5 @@
 """The README's by-hand run through the real CLI: a helper serving TLS, a leader reaching it
-with --helper-tls-ca, `ldpcollect secure create|simulate`, and `ldpcollect release --secure
+with --helper-tls-ca, `ldpcollect query create --secure`, `fleet run` and `ldpcollect release
 --json` opening both shares with the collector key file."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from tests.secure.roles import ADMIN, Role
 from tests.serving import run_cli
 
 
-def test_by_hand_with_a_tls_helper_and_release_secure(tmp_path: Path) -> None:
+def test_by_hand_with_a_tls_helper_and_the_query_fleet_release_commands(tmp_path: Path) -> None:
     tls = make_tls_files(tmp_path)
     helper = Role(
         "helper",
@@ -35,12 +35,13 @@ def test_by_hand_with_a_tls_helper_and_release_secure(tmp_path: Path) -> None:
         leader.start()
         server = leader.address
         rr = ["--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3", "--targets", "1,2,3"]
-        create = ["secure", "create", "-q", "hand", *rr, "--min-reports", "20"]
+        create = ["query", "create", "--secure", "--id", "hand", *rr, "--min-reports", "20"]
         run_cli(ADMIN, *create, "--collector-key", key, server=server)
-        run_cli(ADMIN, "secure", "simulate", "-q", "hand", "-n", "30", server=server)
-        bad = run_cli(ADMIN, "secure", "simulate", "-q", "nope", server=server, ok=False)
+        fleet = ["fleet", "run", "--no-progress", "-n", "30"]
+        run_cli(ADMIN, *fleet, "--query", "hand", server=server)
+        bad = run_cli(ADMIN, *fleet, "--query", "nope", server=server, ok=False)
         assert bad.returncode == 1 and "NOT_FOUND" in bad.stderr
-        release = ["release", "--secure", "-q", "hand", "--collector-key", key, "--json"]
+        release = ["release", "-q", "hand", "--collector-key", key, "--json"]
         done = run_cli(ADMIN, *release, server=server)
         metrics_port = leader.ready_line.split("metrics on port ")[1].split(")")[0]
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics") as page:
@@ -49,8 +50,8 @@ def test_by_hand_with_a_tls_helper_and_release_secure(tmp_path: Path) -> None:
         leader.stop()
         helper.stop()
     data = json.loads(done.stdout)
-    assert data["release"]["participants"] == 30
-    assert [e["location_id"] for e in data["release"]["estimates"]] == [1, 2, 3]
+    assert data["secure"] is True and data["participants"] == 30
+    assert [e["location_id"] for e in data["estimates"]] == [1, 2, 3]
     assert set(data["views"]) == {"aggregator", "collector+aggregator", "public"}
     assert (Path(key).stat().st_mode & 0o777) == 0o600
     assert 'ldpcollect_secure_uploads_total{outcome="accepted"} 30.0' in metrics

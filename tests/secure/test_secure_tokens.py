@@ -228,35 +228,35 @@ def test_tokens_of_two_devices_differ_only_in_nonce_and_signature(setup: Setup) 
     assert a.nonce != b.nonce and a.authenticator != b.authenticator
 
 
-def test_secure_simulate_fetches_a_token_per_device_and_the_release_counts_them(
+def test_a_fleet_fetches_a_token_per_device_and_the_release_counts_them(
     setup: Setup,
 ) -> None:
     leader = setup.pair.leader.address
     collector = setup.issuer.state_dir.parent / "cli-collector.key"
     created = run_cli(
-        ADMIN, "secure", "create", "--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3",
+        ADMIN, "query", "create", "--secure", "--mechanism", "rr", "--flip1", "0.85",
+        "--flip2", "0.3",
         "--targets", "21,22", "--min-reports", "12", "--require-tokens",
         "--collector-key", str(collector), "--json", server=leader,
     )  # fmt: skip
     query = json.loads(created.stdout)
     assert query["require_tokens"] is True
     assert query["token_issuer"] == setup.issuer.address
-    without = run_cli(
-        ADMIN, "secure", "simulate", "-q", query["query_id"], "-n", "3", server=leader, ok=False
-    )
+    fleet = ["fleet", "run", "--no-progress", "--query", query["query_id"]]
+    without = run_cli(ADMIN, *fleet, "-n", "3", server=leader, ok=False)
     assert without.returncode != 0 and "--issuer" in without.stderr
     sent = run_cli(
-        ADMIN, "secure", "simulate", "-q", query["query_id"], "-n", "12",
-        "--issuer", setup.issuer.address,
+        ADMIN, *fleet, "-n", "12", "--json", "--issuer", setup.issuer.address,
         "--enrollment-key", str(setup.issuer.state_dir / "enrollment.key"),
         server=leader,
     )  # fmt: skip
-    assert "12 reports acknowledged (0 duplicates)" in sent.stdout, sent.stdout
+    [upload] = json.loads(sent.stdout)["rounds"]
+    assert (upload["accepted"], upload["duplicates"], upload["failed"]) == (12, 0, 0)
     released = run_cli(
-        ADMIN, "secure", "release", "-q", query["query_id"],
+        ADMIN, "release", "-q", query["query_id"],
         "--collector-key", str(collector), "--json", server=leader,
     )  # fmt: skip
-    assert json.loads(released.stdout)["release"]["participants"] == 12
+    assert json.loads(released.stdout)["participants"] == 12
 
 
 def test_creating_a_token_query_needs_a_token_directory_at_both(
