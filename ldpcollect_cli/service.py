@@ -469,7 +469,7 @@ def demo(
             "-n",
             min=100,
             max=1_000_000,
-            help="Simulated devices (default 20,000).",
+            help="Simulated devices (default 4,000; --secure: 20,000).",
         ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed")] = 2024,
@@ -505,8 +505,9 @@ def demo(
         ),
     ] = False,
 ) -> None:
-    """End to end: aggregator on SQLite, RR and SP queries, 20,000 devices, releases, stop."""
-    from ldpcollect_cli.demo import DemoSettings, run_demo
+    """End to end: RR at a trusted aggregator, SP on two aggregators (leader and helper), one
+    simulated fleet, releases beside the truth, stop. --secure: RR on two aggregators too."""
+    from ldpcollect_cli.demo import DEMO_DEVICES, DemoSettings, run_demo
 
     if secure:
         from ldpcollect_cli.secure_demo import (
@@ -526,7 +527,7 @@ def demo(
         return
 
     settings = DemoSettings(
-        devices=devices or 20_000,
+        devices=devices or DEMO_DEVICES,
         seed=seed,
         mode=mode,
         top=top,
