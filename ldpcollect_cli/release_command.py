@@ -28,7 +28,12 @@ from ldpcollect_cli.service_options import (
     TlsCa,
     Token,
 )
-from ldpcollect_cli.service_render import print_json, privacy_table, release_json
+from ldpcollect_cli.service_render import (
+    print_json,
+    privacy_table,
+    release_json,
+    trusted_sp_warning,
+)
 
 MAP_SUFFIXES = (".png", ".html")
 
@@ -211,6 +216,10 @@ def release(
             console.print(privacy_table([released], deltas[0] if deltas else None))
         for line in view_lines(views or {}):
             console.print(line)
+        given = data or {}
+        params = given.get("params")
+        if views is None and given.get("mechanism") == "sp" and isinstance(params, dict):
+            console.print(trusted_sp_warning(view.query_id, str(params["sampling_rate"])))
         for line in accuracy_lines(view):
             console.print(line)
         for path in written:

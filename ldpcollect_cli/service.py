@@ -43,9 +43,11 @@ from ldpcollect_cli.service_render import (
     queries_table,
     query_json,
     secure_query_json,
+    trusted_sp_warning,
 )
 
 console = Console()
+stderr_console = Console(stderr=True)
 
 QueryId = Annotated[str, typer.Option("--query", "-q", help="Query id.")]
 
@@ -205,6 +207,8 @@ def query_create(
             _leader_needs_secure,
         )
         _print_queries([query], json_out, single=True)
+        if mech.name == "sp":
+            stderr_console.print(trusted_sp_warning(query.query_id, mech.params()["sampling_rate"]))
 
     guarded(work)
 

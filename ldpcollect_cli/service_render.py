@@ -507,3 +507,13 @@ def ledger_tables(ledger: pb.Ledger, width: int | None = None) -> list[Table]:
             )
         tables.append(changes)
     return tables
+
+
+def trusted_sp_warning(query_id: str, sampling_rate: str) -> str:
+    """What a trusted aggregator learns from a Sampling Privacy query, in one plain line."""
+    return (
+        f"note: {query_id} is Sampling Privacy at ONE trusted aggregator: its operator sees both "
+        "rounds of every device and so learns the exact cell of every device selected at its "
+        f"own cell (each with probability {sampling_rate}). On two aggregators no one does: "
+        "`ldpcollect query create --secure` at a leader (docs/secure-mode.md)."
+    )
