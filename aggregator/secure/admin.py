@@ -142,9 +142,7 @@ class LeaderAdmin:
         return query_message(query)
 
     async def get(self, query_id: str) -> spb.SecureQuery:
-        query = await asyncio.to_thread(self.store.query, query_id)
-        pending = await asyncio.to_thread(self.store.pending, query_id)
-        return query_message(query, pending.get(query_id, 0))
+        return query_message(*await asyncio.to_thread(self.store.progress, query_id))
 
     async def list(self) -> spb.ListSecureQueriesResponse:
         queries = await asyncio.to_thread(self.store.queries)
