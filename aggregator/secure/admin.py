@@ -145,10 +145,9 @@ class LeaderAdmin:
         return query_message(*await asyncio.to_thread(self.store.progress, query_id))
 
     async def list(self) -> spb.ListSecureQueriesResponse:
-        queries = await asyncio.to_thread(self.store.queries)
-        pending = await asyncio.to_thread(self.store.pending)
+        progress = await asyncio.to_thread(self.store.all_progress)
         return spb.ListSecureQueriesResponse(
-            queries=[query_message(q, pending.get(q.query_id, 0)) for q in queries]
+            queries=[query_message(query, pending) for query, pending in progress]
         )
 
     async def close(self, query_id: str) -> spb.SecureQuery:
