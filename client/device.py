@@ -38,7 +38,8 @@ from client.retry import (
     next_delay,
 )
 from client.state import KEY_BYTES, DeviceState, QueryRecord
-from client.tokens import IssuerClient, report_challenge
+from client.tokens import IssuerClient, IssuerKey, report_challenge
+from ldpcollect.admission.tokens import TokenChallenge
 from ldpcollect.errors import ParameterError
 from ldpcollect.geo.coords import check_point
 from ldpcollect.v1 import ldpcollect_pb2 as pb
@@ -47,7 +48,6 @@ from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
 
 if TYPE_CHECKING:
-    from client.secure_device import SecureDevice
     from ldpcollect.secure.sealing import HpkeConfig
 
 _T = TypeVar("_T")
@@ -186,7 +186,9 @@ class Device:
         if record.acked[round_ - 1]:
             return Outcome(qid, round_, "already_acknowledged")
         if query.require_tokens and not record.token(round_):
-            refused = self._fetch_token(record, query, round_)
+            refused = self._fetch_token(
+                record, round_, query.token_issuer, lambda key: report_challenge(key, query, round_)
+            )
             if refused is not None:
                 return refused
         try:
@@ -218,6 +220,7 @@ class Device:
         retries of the same bytes; an acknowledgement answers every round."""
         from client.secure_admin import as_query
         from client.secure_device import MissingConfigs, SecureDevice, helper_config_of
+        from client.secure_device import report_challenge as secure_challenge
 
         qid, round_ = query.query_id, int(query.upload_round)
         try:  # one upload answers every round: the device decides as at round 1
@@ -241,7 +244,9 @@ class Device:
         if all(record.acked):
             return Outcome(qid, round_, "already_acknowledged")
         if query.require_tokens and not record.token(round_):
-            refused = self._fetch_secure_token(record, device, round_)
+            refused = self._fetch_token(
+                record, round_, query.token_issuer, lambda key: secure_challenge(key, query)
+            )
             if refused is not None:
                 return refused
         if not record.sealed:
@@ -256,31 +261,6 @@ class Device:
         record.acked = [True] * len(record.acked)
         self.state.save()
         return Outcome(qid, round_, "duplicate" if duplicate else "accepted", attempts=attempts)
-
-    def _fetch_secure_token(
-        self, record: QueryRecord, device: SecureDevice, round_: int
-    ) -> Outcome | None:
-        qid = record.query_id
-        if self.issuer is None:
-            return Outcome(
-                qid,
-                round_,
-                "failed",
-                "UNAUTHENTICATED",
-                f"secure query {qid} requires admission tokens from "
-                f"{device.query.token_issuer}; this device has no issuer",
-            )
-        issuer = self.issuer
-        try:
-            token = self._call(lambda: device.fetch_token(issuer))
-        except ReportFailed as exc:
-            code = exc.code.name if exc.code is not None else "UNKNOWN"
-            return Outcome(qid, round_, "failed", code, f"token: {exc.message}", exc.attempts)
-        except ParameterError as exc:
-            return Outcome(qid, round_, "failed", "FAILED_PRECONDITION", str(exc))
-        record.set_token(round_, token)
-        self.state.save()
-        return None
 
     def _upload(self, channel: grpc.Channel, sealed: bytes, token: bytes) -> tuple[bool, int]:
         """Upload one sealed report, retrying transient failures (refused in the answer or as
@@ -316,21 +296,28 @@ class Device:
             token=record.token(round_),
         )
 
-    def _fetch_token(self, record: QueryRecord, query: pb.Query, round_: int) -> Outcome | None:
-        """Get and save this round's token before the report is sent; an Outcome if not."""
-        qid, issuer = query.query_id, self.issuer
+    def _fetch_token(
+        self,
+        record: QueryRecord,
+        round_: int,
+        token_issuer: str,
+        challenge_of: Callable[[IssuerKey], TokenChallenge],
+    ) -> Outcome | None:
+        """Get and save this round's token (for the query's challenge under the issuer's key)
+        before the report is sent; an Outcome if not."""
+        qid, issuer = record.query_id, self.issuer
         if issuer is None:
             return Outcome(
                 qid,
                 round_,
                 "failed",
                 "UNAUTHENTICATED",
-                f"query {qid} requires admission tokens from {query.token_issuer}; this "
+                f"query {qid} requires admission tokens from {token_issuer}; this "
                 "device has no issuer (Device(issuer=IssuerClient(...)))",
             )
         try:
             key = self._call(issuer.key)
-            challenge = report_challenge(key, query, round_)
+            challenge = challenge_of(key)
             [token] = self._call(lambda: issuer.tokens(key, [challenge]))
         except ReportFailed as exc:
             code = exc.code.name if exc.code is not None else "UNKNOWN"

@@ -39,14 +39,16 @@ from client.fleet import (
     RoundResult,
     decide,
     ground_truth,
+    sort_rejections,
 )
 from client.fleet_state import FleetQuery, FleetState
 from client.query_info import QueryInfo
-from client.retry import is_retryable, is_transient, next_delay
+from client.retry import is_retryable, next_delay
 from client.secure_admin import as_query
 from client.secure_device import SecureDevice, report_challenge
 from ldpcollect.secure.query_vdaf import measurement
 from ldpcollect.secure.sealing import HpkeConfig
+from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
 
@@ -75,6 +77,12 @@ def _pool(devices: int, workers: int) -> Executor | None:
         return None
     # spawn: a forked child would inherit the parent's gRPC threads and channels.
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+
+def _own_replay(rejection: pb.ReportRejection) -> bool:
+    """REPLAY: the leader holds this report id with other bytes (see the module doc)."""
+    code = _CODES.get(rejection.code, grpc.StatusCode.UNKNOWN)
+    return code == grpc.StatusCode.ALREADY_EXISTS and rejection.message.startswith("REPLAY")
 
 
 class _Uploader:
@@ -127,22 +135,11 @@ class _Uploader:
                 continue
             self.result.accepted += int(response.accepted)
             self.result.duplicates += int(response.duplicates)
-            again: list[int] = []
-            refused: set[int] = set()
-            for rejection in response.rejected:
-                k = pending[int(rejection.index)]
-                code = _CODES.get(rejection.code, grpc.StatusCode.UNKNOWN)
-                if code == grpc.StatusCode.ALREADY_EXISTS and rejection.message.startswith(
-                    "REPLAY"
-                ):
-                    self.result.duplicates += 1  # an earlier run's upload of this device
-                    continue
-                refused.add(k)
-                if is_transient(code):
-                    again.append(k)
-                else:
-                    self.fail(1, code.name, rejection.message)
-            self._acked([devices[k] for k in pending if k not in refused])
+            replays = [r for r in response.rejected if _own_replay(r)]
+            self.result.duplicates += len(replays)  # an earlier run's upload of the device
+            others = [r for r in response.rejected if not _own_replay(r)]
+            again, refused = sort_rejections(others, pending, self.fail)
+            self._acked([devices[k] for i, k in enumerate(pending) if i not in refused])
             pending = again
             if pending:
                 delay = next(delays, None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -166,6 +166,14 @@ def query_create(
             option = "--noise-sigma"
             sigma = parse_rational_text(option, noise_sigma, NOISE_SIGMA_RANGE)
             validate_noise_sigma(sigma, option)
+        options: dict[str, Any] = {
+            "query_id": query_id,
+            "description": description,
+            "min_reports": min_reports,
+            "noise_sigma": sigma,
+            "allow_no_privacy": allow_no_privacy,
+            "require_tokens": require_tokens,
+        }
         if secure:
             from ldpcollect.secure.key_file import load_or_create_key_pair
 
@@ -175,16 +183,7 @@ def query_create(
                 admin_token,
                 tls_ca,
                 lambda client: client.create_query(
-                    collector,
-                    mech,
-                    wire.scheme_from_text(scheme),
-                    target_list,
-                    query_id=query_id,
-                    description=description,
-                    min_reports=min_reports,
-                    noise_sigma=sigma,
-                    allow_no_privacy=allow_no_privacy,
-                    require_tokens=require_tokens,
+                    collector, mech, wire.scheme_from_text(scheme), target_list, **options
                 ),
             )
             _print_queries([created], json_out, single=True)
@@ -193,17 +192,7 @@ def query_create(
             server,
             admin_token,
             tls_ca,
-            lambda admin: admin.create_query(
-                mech,
-                scheme,
-                target_list,
-                query_id=query_id,
-                description=description,
-                min_reports=min_reports,
-                noise_sigma=sigma,
-                allow_no_privacy=allow_no_privacy,
-                require_tokens=require_tokens,
-            ),
+            lambda admin: admin.create_query(mech, scheme, target_list, **options),
             _leader_needs_secure,
         )
         _print_queries([query], json_out, single=True)

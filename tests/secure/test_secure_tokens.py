@@ -341,3 +341,31 @@ def test_a_leader_restarted_without_its_directory_refuses_token_uploads(setup: S
         done = upload(channel, [body], tokens=[token])
         assert (done.accepted, list(done.rejected)) == (1, [])
         assert aggregated(channel, device.query.query_id).aggregated_reports == 1
+
+
+def test_the_device_sdk_fetches_saves_and_resends_its_token_with_its_sealed_pair(
+    setup: Setup, tmp_path: Path
+) -> None:
+    from client.device import Device
+    from ldpcollect import geo
+
+    with setup.pair.channel() as channel, grpc.insecure_channel(setup.issuer.address) as ic:
+        query = token_query(setup, channel, SP).query
+        lat, lon = geo.DEFAULT_CENTER
+        state = tmp_path / "device.json"
+        without = Device(tmp_path / "none.json", lat, lon)
+        [refused] = without.participate(channel, query_ids=[query.query_id])
+        assert (refused.status, refused.code) == ("failed", "UNAUTHENTICATED")
+        device = Device(state, lat, lon, issuer=setup.client(ic, "dev-1"))
+        [sent] = device.participate(channel, query_ids=[query.query_id])
+        assert sent.status == "accepted"
+        saved = json.loads(state.read_text())["queries"][query.query_id]
+        assert len(saved["tokens"]) == 2 and saved["tokens"][1]  # the pair's (round 2) token
+        saved["acked"] = [False, False]  # the acknowledgement was lost
+        whole = json.loads(state.read_text())
+        whole["queries"][query.query_id] = saved
+        state.write_text(json.dumps(whole))
+        [again] = Device(state, lat, lon).participate(channel, query_ids=[query.query_id])
+        assert again.status == "duplicate"  # same bytes, same token: no issuer needed
+        assert aggregated(channel, query.query_id).aggregated_reports == 1
+        assert len(spent_nonces(setup.pair.leader.db, query.query_id)) == 1
