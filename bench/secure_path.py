@@ -23,7 +23,8 @@ from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect_cli.demo import aggregator_subprocess, block_targets
-from ldpcollect_cli.secure_demo import seal_chunk, secure_deployment
+from ldpcollect_cli.secure_demo import seal_chunk
+from ldpcollect_cli.secure_subprocess import secure_deployment
 
 BATCH = 500
 

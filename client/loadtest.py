@@ -30,12 +30,7 @@ import numpy.typing as npt
 from client.arrivals import LATE_AFTER_SECONDS, OpenLoopSchedule, Timing
 from client.channels import open_aio_channel
 from client.latency import LatencyHistogram
-from client.loadtest_secure import (
-    SECURE_MODES,
-    UPLOAD_METHOD,
-    build_secure_units,
-    fetch_secure_query,
-)
+from client.loadtest_secure import SECURE_MODES, UPLOAD_METHOD, fetch_secure_query
 from client.report_wire import encode_reports, row_bytes
 from ldpcollect.errors import ParameterError
 from ldpcollect.v1 import ldpcollect_pb2 as pb
@@ -358,6 +353,8 @@ class LoadTest:
             )
         if config.max_requests is not None:
             n_rpcs = min(n_rpcs, config.max_requests)
+        from client.loadtest_secure import build_secure_units  # sealing: loaded when used
+
         seed = config.seed if config.seed is not None else int.from_bytes(os.urandom(8))
         units: list[Unit] = []
         units.extend(

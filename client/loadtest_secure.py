@@ -16,12 +16,8 @@ import secrets
 import grpc.aio
 import numpy as np
 
-from client.secure_device import SecureDevice, helper_config_of
-from client.secure_fleet import SEAL_CHUNK, _pool, seal_chunk
-from ldpcollect.secure.upload import REPORT_ID_SIZE
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
-from ldpcollect.wire import mechanism_from_proto
 
 UPLOAD_METHOD = "/ldpcollect.v1.SecureCollector/UploadSecureReports"
 SECURE_MODES = ("unary", "batch")
@@ -38,6 +34,11 @@ def build_secure_units(
     query: spb.SecureQuery, requests: int, per_request: int, rng: np.random.Generator
 ) -> list[bytes]:
     """`requests` serialized uploads of `per_request` sealed honest reports each."""
+    from client.secure_device import SecureDevice, helper_config_of
+    from client.secure_fleet import SEAL_CHUNK, _pool, seal_chunk
+    from ldpcollect.secure.upload import REPORT_ID_SIZE
+    from ldpcollect.wire import mechanism_from_proto
+
     device = SecureDevice(query, helper_config_of(query))
     mechanism = mechanism_from_proto(query.mechanism)
     targets = np.asarray(list(query.targets), dtype=np.uint64)

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import grpc
 
-from client.secure_collector import SecureRelease, create_secure_query, release_secure_query
-from ldpcollect.mechanisms import Mechanism
-from ldpcollect.secure.sealing import HpkeKeyPair
+if TYPE_CHECKING:  # the collector's side loads numpy and the accounting: only when used
+    from client.secure_collector import SecureRelease
+    from ldpcollect.mechanisms import Mechanism
+    from ldpcollect.secure.sealing import HpkeKeyPair
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
@@ -71,6 +73,8 @@ class SecureAdminClient:
         allow_no_privacy: bool = False,
         require_tokens: bool = False,
     ) -> spb.SecureQuery:
+        from client.secure_collector import create_secure_query
+
         return create_secure_query(
             self._channel,
             self._token,
@@ -109,6 +113,8 @@ class SecureAdminClient:
     def release(self, collector: HpkeKeyPair, query_id: str) -> SecureRelease:
         """Close (if open), wait for held reports, collect both shares and open them. A
         released query returns the same sealed shares again, never fresh noise."""
+        from client.secure_collector import release_secure_query
+
         return release_secure_query(self._channel, self._token, collector, query_id)
 
     def ledger(self) -> pb.Ledger:

@@ -6,13 +6,14 @@ the views in words (`views` in the JSON)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from client.secure_admin import SecureAdminClient, as_query
-from client.secure_collector import SecureRelease
 from ldpcollect.errors import ParameterError
-from ldpcollect.secure.key_file import load_or_create_key_pair
-from ldpcollect.secure.sealing import SealingError
 from ldpcollect.v1 import ldpcollect_pb2 as pb
+
+if TYPE_CHECKING:
+    from client.secure_collector import SecureRelease
 
 
 def release_message(release: SecureRelease, claims: list[pb.PrivacyClaim]) -> pb.QueryRelease:
@@ -72,6 +73,9 @@ def fetch_secure_release(
 ) -> tuple[pb.Query, pb.QueryRelease, dict[str, dict[str, object]]]:
     """Close, collect both noised shares, open them with the collector's key, debias: the
     query and release in the trusted mode's messages, and the views."""
+    from ldpcollect.secure.key_file import load_or_create_key_pair
+    from ldpcollect.secure.sealing import SealingError
+
     if not collector_key.exists():
         raise ParameterError(
             "--collector-key",
