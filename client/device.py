@@ -108,7 +108,8 @@ class Device:
     ) -> None:
         """`issuer`: where this enrolled device gets admission tokens, for queries that
         require them (docs/admission.md). `helper_config`: the helper's HPKE config for a
-        secure query (default: the one the leader relays in the query)."""
+        secure query, taken from the helper or a pinned copy, never only from the leader
+        (`client.secure_keys`)."""
         self.lat, self.lon = check_point(lat, lon)
         self.state = DeviceState.open(state_path, budget_epsilon, budget_delta)
         self.retry = retry or RetryPolicy()
@@ -219,14 +220,24 @@ class Device:
         every round's answers into one upload (saved before it is sent), upload it with
         retries of the same bytes; an acknowledgement answers every round."""
         from client.secure_admin import as_query
-        from client.secure_device import MissingConfigs, SecureDevice, helper_config_of
+        from client.secure_device import SecureDevice
         from client.secure_device import report_challenge as secure_challenge
+        from client.secure_keys import UntrustedAggregator
 
         qid, round_ = query.query_id, int(query.upload_round)
+        if self.helper_config is None:
+            return Outcome(
+                qid,
+                round_,
+                "failed",
+                "FAILED_PRECONDITION",
+                "a secure query needs the helper's own HPKE key: Device(helper_config=...) "
+                "(client.secure_keys: from the helper, or its operator's pinned copy)",
+            )
         try:  # one upload answers every round: the device decides as at round 1
             info = replace(QueryInfo.from_proto(as_query(query)), current_round=1)
-            device = SecureDevice(query, (self.helper_config or helper_config_of)(query))
-        except (ParameterError, MissingConfigs) as exc:
+            device = SecureDevice(query, self.helper_config(query))
+        except (ParameterError, UntrustedAggregator) as exc:
             return Outcome(qid, round_, "failed", "INVALID_ARGUMENT", f"bad query: {exc}")
         if query.state != spb.SECURE_QUERY_STATE_OPEN:
             return Outcome(qid, round_, "failed", "FAILED_PRECONDITION", "query is not open")

@@ -33,6 +33,7 @@ from client.latency import LatencyHistogram
 from client.loadtest_secure import SECURE_MODES, UPLOAD_METHOD, fetch_secure_query
 from client.report_wire import encode_reports, row_bytes
 from ldpcollect.errors import ParameterError
+from ldpcollect.secure.sealing import HpkeConfig
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
 from ldpcollect.v1 import secure_pb2 as spb
@@ -104,6 +105,8 @@ class LoadTestConfig:
     max_requests: int | None = None
     seed: int | None = None
     tls_ca: Path | None = None
+    # A secure query (the addresses are a leader): the helper's own HPKE key.
+    helper_config: HpkeConfig | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -355,10 +358,21 @@ class LoadTest:
             n_rpcs = min(n_rpcs, config.max_requests)
         from client.loadtest_secure import build_secure_units  # sealing: loaded when used
 
+        if config.helper_config is None:
+            raise LoadTestError(
+                f"{query.query_id!r} is a secure query: give the helper's key (--helper "
+                "HOST:PORT or --helper-config FILE)"
+            )
         seed = config.seed if config.seed is not None else int.from_bytes(os.urandom(8))
         units: list[Unit] = []
         units.extend(
-            build_secure_units(query, n_rpcs, config.reports_per_rpc, np.random.default_rng(seed))
+            build_secure_units(
+                query,
+                config.helper_config,
+                n_rpcs,
+                config.reports_per_rpc,
+                np.random.default_rng(seed),
+            )
         )
         return units
 

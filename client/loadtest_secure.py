@@ -16,6 +16,7 @@ import secrets
 import grpc.aio
 import numpy as np
 
+from ldpcollect.secure.sealing import HpkeConfig
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
 
@@ -31,15 +32,19 @@ async def fetch_secure_query(channel: grpc.aio.Channel, query_id: str) -> spb.Se
 
 
 def build_secure_units(
-    query: spb.SecureQuery, requests: int, per_request: int, rng: np.random.Generator
+    query: spb.SecureQuery,
+    helper_config: HpkeConfig,
+    requests: int,
+    per_request: int,
+    rng: np.random.Generator,
 ) -> list[bytes]:
     """`requests` serialized uploads of `per_request` sealed honest reports each."""
-    from client.secure_device import SecureDevice, helper_config_of
+    from client.secure_device import SecureDevice
     from client.secure_fleet import SEAL_CHUNK, _pool, seal_chunk
     from ldpcollect.secure.upload import REPORT_ID_SIZE
     from ldpcollect.wire import mechanism_from_proto
 
-    device = SecureDevice(query, helper_config_of(query))
+    device = SecureDevice(query, helper_config)
     mechanism = mechanism_from_proto(query.mechanism)
     targets = np.asarray(list(query.targets), dtype=np.uint64)
     total = requests * per_request

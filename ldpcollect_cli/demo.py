@@ -42,8 +42,8 @@ from client.fleet_state import FleetState
 from client.fleet_tokens import FleetTokens
 from client.progress import fleet_progress
 from client.secure_admin import SecureAdminClient, as_query
-from client.secure_device import helper_config_of
 from client.secure_fleet import run_secure_query
+from client.secure_keys import fetch_helper_config
 from ldpcollect import geo, wire
 from ldpcollect.errors import ParameterError
 from ldpcollect.geo.grid import CELLS_PER_SIDE
@@ -189,7 +189,18 @@ def run_demo(settings: DemoSettings, console: Console) -> None:
         }
         say(f"queries demo-rr, demo-sp, demo-sp-noise over {len(targets)} grid cells")
         results = asyncio.run(
-            _run_fleet(address, pair.leader, admin, fleet, rr, sp_queries, settings, rng, tokens)
+            _run_fleet(
+                address,
+                pair.leader,
+                pair.helper,
+                admin,
+                fleet,
+                rr,
+                sp_queries,
+                settings,
+                rng,
+                tokens,
+            )
         )
         admin.close(rr.query_id)
         releases = {"rr": admin.release(rr.query_id)}
@@ -217,6 +228,7 @@ def run_demo(settings: DemoSettings, console: Console) -> None:
 async def _run_fleet(
     address: str,
     leader: str,
+    helper: str,
     admin: AdminClient,
     fleet: FleetState,
     rr: pb.Query,
@@ -234,6 +246,8 @@ async def _run_fleet(
     async with grpc.aio.insecure_channel(address) as channel:
         with fleet_progress(rr.query_id, enabled=not settings.json_out) as bar:
             results["rr"] = await run_query(channel, fleet, rr.query_id, config, rng, progress=bar)
+    with grpc.insecure_channel(helper) as to_helper:
+        helper_config = fetch_helper_config(to_helper)  # the helper's key, from the helper
     async with grpc.aio.insecure_channel(leader) as channel:
         for name, query in sp_queries.items():
             with fleet_progress(query.query_id, enabled=not settings.json_out) as bar:
@@ -243,7 +257,7 @@ async def _run_fleet(
                     channel,
                     fleet,
                     query,
-                    helper_config_of(query),
+                    helper_config,
                     config,
                     rng,
                     progress=bar,

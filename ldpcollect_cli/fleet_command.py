@@ -56,6 +56,10 @@ class FleetRequest:
     issuer: str | None = None
     enrollment_key: Path | None = None
     device_prefix: str = "sim"
+    # A secure query (the server is a leader): where the devices take the helper's HPKE key.
+    helper: str | None = None
+    helper_config: Path | None = None
+    helper_tls_ca: Path | None = None
 
 
 def fleet_tokens(request: FleetRequest) -> FleetTokens | None:
@@ -244,11 +248,18 @@ async def _run_secure(
     """The fleet against a leader: each device seals every round's answers into one upload
     (`--advance` changes nothing: there is no round to advance)."""
     from client.secure_admin import as_query
-    from client.secure_device import helper_config_of
     from client.secure_fleet import run_secure_query
+    from client.secure_keys import helper_config_of
     from ldpcollect.v1 import secure_pb2 as spb
     from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
 
+    helper = await asyncio.to_thread(
+        helper_config_of,
+        request.helper,
+        request.helper_config,
+        request.helper_tls_ca,
+        ClientIdentity.from_environment(),
+    )
     query = await spb_grpc.SecureCollectorStub(channel).GetSecureQuery(
         spb.GetSecureQueryRequest(query_id=request.query_id), timeout=config.retry.rpc_timeout
     )
@@ -256,9 +267,7 @@ async def _run_secure(
     if warning is not None:
         warn.print(warning)
     with fleet_progress(f"{request.query_id} (seal + upload)", enabled=request.progress) as bar:
-        return await run_secure_query(
-            channel, fleet, query, helper_config_of(query), config, rng, progress=bar
-        )
+        return await run_secure_query(channel, fleet, query, helper, config, rng, progress=bar)
 
 
 def result_table(result: FleetResult) -> Table:

@@ -33,6 +33,9 @@ from ldpcollect_cli.service_options import (
     CollectorKey,
     DevicePrefix,
     EnrollmentKey,
+    HelperAddress,
+    HelperConfigFile,
+    HelperTlsCa,
     Json,
     Server,
     TlsCa,
@@ -419,6 +422,9 @@ def fleet_run(
     ] = None,
     enrollment_key: EnrollmentKey = None,
     device_prefix: DevicePrefix = "sim",
+    helper: HelperAddress = None,
+    helper_config: HelperConfigFile = None,
+    helper_tls_ca: HelperTlsCa = None,
     server: Server = DEFAULT_SERVER,
     admin_token: Token = "",
     tls_ca: TlsCa = None,
@@ -449,6 +455,9 @@ def fleet_run(
         issuer=issuer,
         enrollment_key=enrollment_key,
         device_prefix=device_prefix,
+        helper=helper,
+        helper_config=helper_config,
+        helper_tls_ca=helper_tls_ca,
     )
     guarded(lambda: run_fleet_command(request, console))
 

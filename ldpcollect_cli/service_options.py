@@ -79,3 +79,23 @@ CollectorKey = Annotated[
     ),
 ]
 DEFAULT_COLLECTOR_KEY = Path("ldpcollect-collector.key")
+HelperAddress = Annotated[
+    str | None,
+    typer.Option(
+        "--helper",
+        help="Secure queries (--server a leader): the helper's HOST:PORT; devices fetch its HPKE "
+        "key from it (never only from the leader) and refuse to upload when the leader's copy "
+        "differs.",
+    ),
+]
+HelperConfigFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--helper-config",
+        help="Instead of --helper: the helper's config as its operator publishes it "
+        "(DB.hpke-helper.config, one hex line), pinned.",
+    ),
+]
+HelperTlsCa = Annotated[
+    Path | None, typer.Option("--helper-tls-ca", help="PEM CA to verify a TLS helper.")
+]

@@ -193,13 +193,16 @@ def main() -> None:
         console.print(f"trusted aggregator on {address} (SQLite {db}), for flights-rr")
         console.print(f"leader on {pair.leader}, helper on {pair.helper}: {WHY_TWO}")
         envs = {"flights-rr": trusted, "flights-sp": secure}
+        # devices take the helper's key from the helper itself, never only from the leader
+        helper_key = {"flights-rr": (), "flights-sp": ("--helper", pair.helper)}
         for query, mechanism in QUERIES.items():
             run("query", "create", "--id", query, *mechanism, "--bbox", BBOX, "--scheme",
                 SCHEME, "--min-reports", "1000", env=envs[query])  # fmt: skip
         for query in QUERIES:
             env = envs[query]
             run("fleet", "run", "--query", query, "--csv", str(devices_csv), "--advance",
-                "--no-progress", "--json", save=out / f"fleet-{query}.json", env=env)  # fmt: skip
+                *helper_key[query], "--no-progress", "--json", save=out / f"fleet-{query}.json",
+                env=env)  # fmt: skip
             run("query", "close", "--query", query, env=env)
             run("release", "--query", query, "--json", save=out / f"{query}.json", env=env)
             shown = run("release", "--query", query, "--truth", str(out / f"fleet-{query}.json"),

@@ -46,7 +46,7 @@ def test_open_loop_batches_of_sealed_pairs_are_counted_exactly_and_plotted(
     done = run_cli(
         ADMIN, "loadtest", "--query", "load-sp", "--mode", "batch", "--batch-size", "10",
         "--rate", "20", "--duration", "2", "--plot", str(plot), "--json",
-        server=pair.leader.address,
+        "--helper", pair.helper.address, server=pair.leader.address,
     )  # fmt: skip
     out = json.loads(done.stdout)
     assert out["query"]["secure"] is True and out["query"]["round"] == 2
@@ -68,7 +68,8 @@ def test_unary_uploads_and_a_stream_is_refused_in_words(pair: Pair, tmp_path: Pa
     create(pair, tmp_path, "load-rr")
     done = run_cli(
         ADMIN, "loadtest", "--query", "load-rr", "--mode", "unary", "--rate", "30",
-        "--duration", "1", "--json", server=pair.leader.address,
+        "--duration", "1", "--json", "--helper", pair.helper.address,
+        server=pair.leader.address,
     )  # fmt: skip
     out = json.loads(done.stdout)
     assert out["reports"]["accepted"] == 30 and out["count_check"]["ok"] is True

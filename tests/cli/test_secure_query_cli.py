@@ -73,7 +73,8 @@ def test_a_csv_fleet_runs_through_the_query_commands_and_releases_maps_and_files
     assert advance.returncode == 2
     assert "no round to advance" in " ".join(advance.stderr.split())
 
-    run = ("fleet", "run", "--query", "sp", "--csv", str(city_csv), "--no-progress", "--json")
+    run = ("fleet", "run", "--query", "sp", "--csv", str(city_csv), "--no-progress", "--json",
+           "--helper", pair.helper.address)  # fmt: skip
     first = json.loads(cli(*run, server=leader).stdout)
     (tmp_path / "fleet.json").write_text(json.dumps(first))
     [upload] = first["rounds"]
