@@ -148,9 +148,10 @@ def test_a_helper_with_no_policy_options_refuses_a_query_with_min_reports_1(
 ) -> None:
     rr = ["--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3", "--targets", "1,2,3"]
     create_cli = [
-        "secure",
+        "query",
         "create",
-        "-q",
+        "--secure",
+        "--id",
         "tiny",
         *rr,
         "--collector-key",
