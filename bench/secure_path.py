@@ -32,7 +32,8 @@ from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
 from ldpcollect.vdaf.native import REFERENCE_SWITCH
 from ldpcollect_cli.demo import aggregator_subprocess, block_targets
-from ldpcollect_cli.secure_demo import seal_chunk, secure_deployment
+from ldpcollect_cli.secure_demo import seal_chunk
+from ldpcollect_cli.secure_subprocess import secure_deployment
 
 BATCH = 500
 

@@ -29,7 +29,7 @@ from ldpcollect.admission.issuer import Issuer
 from ldpcollect.admission.tokens import finalize_token, request_token
 from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
 from ldpcollect_cli.demo import block_targets
-from ldpcollect_cli.secure_demo import secure_deployment
+from ldpcollect_cli.secure_subprocess import secure_deployment
 
 ISSUER_NAME = "bench-issuer.example"
 

@@ -1,5 +1,11 @@
 """One device: list open queries, locate itself, answer each round once, remember everything.
 
+One entry point for both trust models: `participate` asks the server for its open queries;
+a leader of two aggregators answers with secure queries instead, and the device then
+answers each in secure mode (`answer_secure`): the same draw, saved the same way, sealed
+into shares for the two aggregators (the helper's config comes from `helper_config`, an input
+of its own) and uploaded once for every round, the sealed bytes saved before they are sent.
+
 The device half of the mechanisms is used (CSPRNG, exact rational probabilities). For each
 query the device decides, once, whether it can afford it (its own budget, see
 `client.leakage`), then draws every round's answers, a pseudonym and one report id per round,
@@ -14,9 +20,9 @@ import random
 import secrets
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import grpc
 
@@ -28,16 +34,25 @@ from client.retry import (
     error_code,
     error_details,
     is_retryable,
+    is_transient,
     next_delay,
 )
 from client.state import KEY_BYTES, DeviceState, QueryRecord
-from client.tokens import IssuerClient, report_challenge
+from client.tokens import IssuerClient, IssuerKey, report_challenge
+from ldpcollect.admission.tokens import TokenChallenge
 from ldpcollect.errors import ParameterError
 from ldpcollect.geo.coords import check_point
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
+from ldpcollect.v1 import secure_pb2 as spb
+from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
+
+if TYPE_CHECKING:
+    from ldpcollect.secure.sealing import HpkeConfig
 
 _T = TypeVar("_T")
+# Where a device learns the helper's HPKE config for a secure query.
+HelperConfigSource = Callable[[spb.SecureQuery], "HpkeConfig"]
 
 OutcomeStatus = Literal[
     "accepted",  # the server stored this round's report
@@ -89,9 +104,12 @@ class Device:
         on_retry: RetryHook | None = None,
         sleep: Callable[[float], None] = time.sleep,
         issuer: IssuerClient | None = None,
+        helper_config: HelperConfigSource | None = None,
     ) -> None:
         """`issuer`: where this enrolled device gets admission tokens, for queries that
-        require them (docs/admission.md)."""
+        require them (docs/admission.md). `helper_config`: the helper's HPKE config for a
+        secure query, taken from the helper or a pinned copy, never only from the leader
+        (`client.secure_keys`)."""
         self.lat, self.lon = check_point(lat, lon)
         self.state = DeviceState.open(state_path, budget_epsilon, budget_delta)
         self.retry = retry or RetryPolicy()
@@ -99,6 +117,7 @@ class Device:
         self.on_retry = on_retry
         self._sleep = sleep
         self.issuer = issuer
+        self.helper_config = helper_config
 
     def participate(
         self,
@@ -111,12 +130,19 @@ class Device:
         stub = (
             target if isinstance(target, pb_grpc.CollectorStub) else pb_grpc.CollectorStub(target)
         )
-        listing = self._call(
-            lambda: stub.ListOpenQueries(
-                pb.ListOpenQueriesRequest(), timeout=self.retry.rpc_timeout
-            )
-        )
         wanted = None if query_ids is None else set(query_ids)
+        try:
+            listing = self._call(
+                lambda: stub.ListOpenQueries(
+                    pb.ListOpenQueriesRequest(), timeout=self.retry.rpc_timeout
+                )
+            )
+        except ReportFailed as exc:
+            if exc.code != grpc.StatusCode.UNIMPLEMENTED or isinstance(
+                target, pb_grpc.CollectorStub
+            ):
+                raise
+            return self._participate_secure(target, wanted)
         return [
             self.answer(stub, query)
             for query in listing.queries
@@ -161,7 +187,9 @@ class Device:
         if record.acked[round_ - 1]:
             return Outcome(qid, round_, "already_acknowledged")
         if query.require_tokens and not record.token(round_):
-            refused = self._fetch_token(record, query, round_)
+            refused = self._fetch_token(
+                record, round_, query.token_issuer, lambda key: report_challenge(key, query, round_)
+            )
             if refused is not None:
                 return refused
         try:
@@ -172,6 +200,99 @@ class Device:
         record.acked[round_ - 1] = True
         self.state.save()
         return Outcome(qid, round_, "duplicate" if ack.duplicate else "accepted", attempts=attempts)
+
+    def _participate_secure(self, channel: grpc.Channel, wanted: set[str] | None) -> list[Outcome]:
+        """The server is a leader: answer its open secure queries."""
+        stub = spb_grpc.SecureCollectorStub(channel)
+        listing = self._call(
+            lambda: stub.ListSecureQueries(
+                spb.ListSecureQueriesRequest(), timeout=self.retry.rpc_timeout
+            )
+        )
+        return [
+            self.answer_secure(channel, query)
+            for query in listing.queries
+            if wanted is None or query.query_id in wanted
+        ]
+
+    def answer_secure(self, channel: grpc.Channel, query: spb.SecureQuery) -> Outcome:
+        """Answer a secure query: decide and draw as for a trusted one (saved first), seal
+        every round's answers into one upload (saved before it is sent), upload it with
+        retries of the same bytes; an acknowledgement answers every round."""
+        from client.secure_admin import as_query
+        from client.secure_device import SecureDevice
+        from client.secure_device import report_challenge as secure_challenge
+        from client.secure_keys import UntrustedAggregator
+
+        qid, round_ = query.query_id, int(query.upload_round)
+        if self.helper_config is None:
+            return Outcome(
+                qid,
+                round_,
+                "failed",
+                "FAILED_PRECONDITION",
+                "a secure query needs the helper's own HPKE key: Device(helper_config=...) "
+                "(client.secure_keys: from the helper, or its operator's pinned copy)",
+            )
+        try:  # one upload answers every round: the device decides as at round 1
+            info = replace(QueryInfo.from_proto(as_query(query)), current_round=1)
+            device = SecureDevice(query, self.helper_config(query))
+        except (ParameterError, UntrustedAggregator) as exc:
+            return Outcome(qid, round_, "failed", "INVALID_ARGUMENT", f"bad query: {exc}")
+        if query.state != spb.SECURE_QUERY_STATE_OPEN:
+            return Outcome(qid, round_, "failed", "FAILED_PRECONDITION", "query is not open")
+        record = self.state.queries.get(qid) or self._decide(info)
+        if record.status == "declined":
+            return Outcome(qid, round_, "declined", message=record.reason)
+        if record.fingerprint != info.fingerprint:
+            return Outcome(
+                qid,
+                round_,
+                "failed",
+                "FAILED_PRECONDITION",
+                "the query's public parameters changed since this device drew its answers",
+            )
+        if all(record.acked):
+            return Outcome(qid, round_, "already_acknowledged")
+        if query.require_tokens and not record.token(round_):
+            refused = self._fetch_token(
+                record, round_, query.token_issuer, lambda key: secure_challenge(key, query)
+            )
+            if refused is not None:
+                return refused
+        if not record.sealed:
+            assert record.draw is not None
+            record.sealed = device.seal(record.draw, record.report_ids[0])
+            self.state.save()
+        try:
+            duplicate, attempts = self._upload(channel, record.sealed, record.token(round_))
+        except ReportFailed as exc:
+            code = exc.code.name if exc.code is not None else "UNKNOWN"
+            return Outcome(qid, round_, "failed", code, exc.message, exc.attempts)
+        record.acked = [True] * len(record.acked)
+        self.state.save()
+        return Outcome(qid, round_, "duplicate" if duplicate else "accepted", attempts=attempts)
+
+    def _upload(self, channel: grpc.Channel, sealed: bytes, token: bytes) -> tuple[bool, int]:
+        """Upload one sealed report, retrying transient failures (refused in the answer or as
+        the call's status) with the same bytes: (duplicate?, attempts)."""
+        from client.secure_device import upload
+
+        attempts = 0
+        delays = self.retry.delays()
+        while True:
+            attempts += 1
+            answer = self._call(
+                lambda: upload(channel, [sealed], self.retry.rpc_timeout, [token] if token else [])
+            )
+            if not answer.rejected:
+                return bool(answer.duplicates), attempts
+            [rejection] = answer.rejected
+            code = next((c for c in grpc.StatusCode if c.value[0] == rejection.code), None)
+            delay = next(delays, None) if is_transient(code) else None
+            if delay is None:
+                raise ReportFailed(code, rejection.message, attempts)
+            self._sleep(delay)
 
     @staticmethod
     def report(record: QueryRecord, round_: int) -> pb.Report:
@@ -186,21 +307,28 @@ class Device:
             token=record.token(round_),
         )
 
-    def _fetch_token(self, record: QueryRecord, query: pb.Query, round_: int) -> Outcome | None:
-        """Get and save this round's token before the report is sent; an Outcome if not."""
-        qid, issuer = query.query_id, self.issuer
+    def _fetch_token(
+        self,
+        record: QueryRecord,
+        round_: int,
+        token_issuer: str,
+        challenge_of: Callable[[IssuerKey], TokenChallenge],
+    ) -> Outcome | None:
+        """Get and save this round's token (for the query's challenge under the issuer's key)
+        before the report is sent; an Outcome if not."""
+        qid, issuer = record.query_id, self.issuer
         if issuer is None:
             return Outcome(
                 qid,
                 round_,
                 "failed",
                 "UNAUTHENTICATED",
-                f"query {qid} requires admission tokens from {query.token_issuer}; this "
+                f"query {qid} requires admission tokens from {token_issuer}; this "
                 "device has no issuer (Device(issuer=IssuerClient(...)))",
             )
         try:
             key = self._call(issuer.key)
-            challenge = report_challenge(key, query, round_)
+            challenge = challenge_of(key)
             [token] = self._call(lambda: issuer.tokens(key, [challenge]))
         except ReportFailed as exc:
             code = exc.code.name if exc.code is not None else "UNKNOWN"

@@ -26,7 +26,7 @@ import os
 import random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Literal, TypeVar
@@ -329,6 +329,26 @@ async def _with_tokens(
     return np.asarray([d for d in todo.tolist() if d in sender.tokens], dtype=np.intp)
 
 
+def sort_rejections(
+    rejected: Iterable[pb.ReportRejection],
+    pending: Sequence[int],
+    fail: Callable[[int, str, str], None],
+) -> tuple[list[int], set[int]]:
+    """A bulk answer's refusals: (devices to send again, for a transient reason; positions
+    refused), each permanent one counted through `fail`."""
+    again: list[int] = []
+    refused: set[int] = set()
+    for rejection in rejected:
+        position = int(rejection.index)
+        refused.add(position)
+        code = _CODES.get(rejection.code, grpc.StatusCode.UNKNOWN)
+        if is_transient(code):
+            again.append(pending[position])
+        else:
+            fail(1, code.name, rejection.message)
+    return again, refused
+
+
 async def _stream_call(
     stub: pb_grpc.CollectorAsyncStub, requests: list[pb.SubmitReportRequest], timeout: float
 ) -> pb.SubmitReportsResponse:
@@ -446,16 +466,7 @@ class _Sender:
                 return
             self.result.accepted += int(response.accepted)
             self.result.duplicates += int(response.duplicates)
-            retry_again: list[int] = []
-            rejected_positions: set[int] = set()
-            for rejection in response.rejected:
-                position = int(rejection.index)
-                rejected_positions.add(position)
-                code = _CODES.get(rejection.code, grpc.StatusCode.UNKNOWN)
-                if is_transient(code):
-                    retry_again.append(pending[position])
-                else:
-                    self.fail(1, code.name, rejection.message)
+            retry_again, rejected_positions = sort_rejections(response.rejected, pending, self.fail)
             done = [d for k, d in enumerate(pending) if k not in rejected_positions]
             self._acked(done)
             if self.hook is not None and done:

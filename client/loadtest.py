@@ -30,10 +30,13 @@ import numpy.typing as npt
 from client.arrivals import LATE_AFTER_SECONDS, OpenLoopSchedule, Timing
 from client.channels import open_aio_channel
 from client.latency import LatencyHistogram
+from client.loadtest_secure import SECURE_MODES, UPLOAD_METHOD, fetch_secure_query
 from client.report_wire import encode_reports, row_bytes
 from ldpcollect.errors import ParameterError
+from ldpcollect.secure.sealing import HpkeConfig
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
+from ldpcollect.v1 import secure_pb2 as spb
 
 MODES = ("unary", "stream", "batch")
 PUSHBACK_KEY = "grpc-retry-pushback-ms"
@@ -55,6 +58,9 @@ CLOSED_LOOP_REPORTS_PER_SECOND = {"unary": 20_000, "stream": 200_000, "batch": 2
 _OBJECT_BYTES = 41  # a bytes object's header (33) and its list slot (8)
 _ENCODE_CHUNK = 65_536
 CONNECT_SECONDS = 10.0
+# Closed loop at a leader: sealed reports built per second of --duration (sealing one costs
+# the client about a millisecond or more, so a generous multiple of what a leader verifies).
+SECURE_CLOSED_LOOP_REPORTS = 2_000
 TICK_SECONDS = 0.25
 
 _SERVICE = "/ldpcollect.v1.Collector/"
@@ -99,6 +105,8 @@ class LoadTestConfig:
     max_requests: int | None = None
     seed: int | None = None
     tls_ca: Path | None = None
+    # A secure query (the addresses are a leader): the helper's own HPKE key.
+    helper_config: HpkeConfig | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -136,6 +144,8 @@ class QueryShape:
     mechanism: str
     n_targets: int
     round: int
+    # At a leader: the secure query (its reports are sealed uploads), else None.
+    secure: spb.SecureQuery | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -253,12 +263,20 @@ class LoadTest:
                 ) from None
 
     async def _fetch_query(self, channels: list[tuple[str, grpc.aio.Channel]]) -> QueryShape:
-        """The query's public parameters from every address; they must agree."""
+        """The query's public parameters from every address; they must agree. An address
+        that serves no Collector (UNIMPLEMENTED) is a leader: its query is a secure one."""
         shapes = {}
         for address, channel in channels:
-            query = await pb_grpc.CollectorStub(channel).GetQuery(
-                pb.GetQueryRequest(query_id=self.config.query_id), timeout=CONNECT_SECONDS
-            )
+            try:
+                query = await pb_grpc.CollectorStub(channel).GetQuery(
+                    pb.GetQueryRequest(query_id=self.config.query_id), timeout=CONNECT_SECONDS
+                )
+            except grpc.aio.AioRpcError as err:
+                if err.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    raise
+                secure = await fetch_secure_query(channel, self.config.query_id)
+                shapes[address] = self._secure_shape(secure)
+                continue
             shapes[address] = check_loadable(query)
         first, *others = shapes.items()
         for address, shape in others:
@@ -269,9 +287,26 @@ class LoadTest:
                 )
         return first[1]
 
+    def _secure_shape(self, query: spb.SecureQuery) -> QueryShape:
+        if query.state != spb.SECURE_QUERY_STATE_OPEN:
+            raise LoadTestError(
+                f"secure query {query.query_id!r} is not open: a load test needs an open query"
+            )
+        if self.config.mode not in SECURE_MODES:
+            raise LoadTestError(
+                f"{query.query_id!r} is a secure query (the server is a leader): it takes "
+                "uploads one at a time (--mode unary) or in batches (--mode batch)"
+            )
+        mechanism = query.mechanism.WhichOneof("mechanism") or "unknown"
+        return QueryShape(
+            query.query_id, mechanism, len(query.targets), int(query.upload_round), query
+        )
+
     def _build(self, shape: QueryShape) -> list[Unit]:
         """Every request of the run, encoded (valid reports, fresh random ids)."""
         config = self.config
+        if shape.secure is not None:
+            return self._build_secure(shape.secure)
         per_rpc = config.reports_per_rpc
         row = row_bytes(shape.query_id, shape.round, shape.n_targets)
         # In memory a report is its row, plus (unary, stream) a bytes object's header and slot.
@@ -310,6 +345,37 @@ class LoadTest:
                 )
         return units
 
+    def _build_secure(self, query: spb.SecureQuery) -> list[Unit]:
+        """Sealed uploads (the device side's cost is paid here, before the clock)."""
+        config = self.config
+        if config.open_loop:
+            n_rpcs = OpenLoopSchedule(config.rate, config.duration).count
+        else:
+            n_rpcs = math.ceil(
+                SECURE_CLOSED_LOOP_REPORTS * config.duration / config.reports_per_rpc
+            )
+        if config.max_requests is not None:
+            n_rpcs = min(n_rpcs, config.max_requests)
+        from client.loadtest_secure import build_secure_units  # sealing: loaded when used
+
+        if config.helper_config is None:
+            raise LoadTestError(
+                f"{query.query_id!r} is a secure query: give the helper's key (--helper "
+                "HOST:PORT or --helper-config FILE)"
+            )
+        seed = config.seed if config.seed is not None else int.from_bytes(os.urandom(8))
+        units: list[Unit] = []
+        units.extend(
+            build_secure_units(
+                query,
+                config.helper_config,
+                n_rpcs,
+                config.reports_per_rpc,
+                np.random.default_rng(seed),
+            )
+        )
+        return units
+
 
 class _Run:
     """The sending part of one run: dispatch on schedule, record each answer, drain."""
@@ -326,6 +392,7 @@ class _Run:
         self.clock = clock
         self.result = result
         self.units = units
+        self.secure = result.query.secure is not None
         self.calls = [(address, self._callable(channel)) for address, channel in channels]
         self.slots = asyncio.Semaphore(self.config.max_in_flight)
         self.in_flight: set[asyncio.Task[None]] = set()
@@ -334,8 +401,14 @@ class _Run:
 
     def _callable(self, channel: grpc.aio.Channel) -> _Rpc:
         """The mode's RPC taking pre-encoded bytes (no serializer: they go out as they are)."""
-        if self.config.mode == "unary":
+        if self.secure:
             rpc: object = channel.unary_unary(
+                UPLOAD_METHOD,
+                request_serializer=None,
+                response_deserializer=spb.UploadSecureReportsResponse.FromString,
+            )
+        elif self.config.mode == "unary":
+            rpc = channel.unary_unary(
                 _SERVICE + "SubmitReport",
                 request_serializer=None,
                 response_deserializer=pb.SubmitReportResponse.FromString,
@@ -456,7 +529,7 @@ class _Run:
         if isinstance(response, pb.SubmitReportResponse):
             accepted, duplicates = (0, 1) if response.ack.duplicate else (1, 0)
         else:
-            assert isinstance(response, pb.SubmitReportsResponse)
+            assert isinstance(response, pb.SubmitReportsResponse | spb.UploadSecureReportsResponse)
             accepted, duplicates = int(response.accepted), int(response.duplicates)
             for rejection in response.rejected:
                 result.rejected[_code_name(rejection.code)] += 1

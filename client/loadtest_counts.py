@@ -17,7 +17,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from client.admin import connect_admin
+import grpc
+
+from client.admin import AdminClient
+from client.channels import open_channel
+from client.loadtest_secure import leader_count
+from client.secure_admin import SecureAdminClient
 
 ADMIN_TIMEOUT = 10.0
 
@@ -25,11 +30,19 @@ ADMIN_TIMEOUT = 10.0
 def read_counts(
     addresses: Sequence[str], query_id: str, round_: int, token: str, tls_ca: Path | None
 ) -> dict[str, int]:
-    """Reports accepted so far for `query_id` in `round_`, per address."""
+    """Reports accepted so far for `query_id` in `round_`, per address; at a leader (no Admin
+    service) every upload it acknowledged for the secure query."""
     counts = {}
     for address in addresses:
-        with connect_admin(address, token, tls_ca=tls_ca, timeout=ADMIN_TIMEOUT) as admin:
-            query = admin.get_query(query_id)
+        with open_channel(address, tls_ca) as channel:
+            try:
+                query = AdminClient(channel, token, timeout=ADMIN_TIMEOUT).get_query(query_id)
+            except grpc.RpcError as err:
+                if not isinstance(err, grpc.Call) or err.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    raise
+                secure = SecureAdminClient(channel, token, timeout=ADMIN_TIMEOUT)
+                counts[address] = leader_count(secure.get_query(query_id))
+                continue
         per_round = list(query.reports_per_round)
         counts[address] = int(per_round[round_ - 1]) if len(per_round) >= round_ else 0
     return counts

@@ -50,6 +50,8 @@ def create_secure_query(
     query_id: str = "",
     description: str = "",
     require_tokens: bool = False,
+    scheme: pb.LocationScheme | None = None,
+    allow_no_privacy: bool = False,
 ) -> spb.SecureQuery:
     request = spb.CreateSecureQueryRequest(
         query_id=query_id,
@@ -60,6 +62,8 @@ def create_secure_query(
         noise_sigma=noise_sigma,
         collector_hpke_config=collector.config.encode(),
         require_tokens=require_tokens,
+        location_scheme=scheme,
+        allow_no_privacy=allow_no_privacy,
     )
     return spb_grpc.SecureAdminStub(channel).CreateSecureQuery(
         request, metadata=_auth(token), timeout=60

@@ -56,6 +56,9 @@ class QueryRecord:
     # Admission tokens, one per round (b"" until fetched): saved before the report is sent,
     # so a retry carries the same token as well as the same report id.
     tokens: list[bytes] = field(default_factory=list)
+    # A secure query's one upload (every round's answers, sharded and sealed), kept from
+    # before it is first sent: a retry, even after a restart, sends the same bytes.
+    sealed: bytes = b""
 
     def token(self, round_: int) -> bytes:
         return self.tokens[round_ - 1] if round_ <= len(self.tokens) else b""
@@ -76,6 +79,7 @@ class QueryRecord:
             "acked": list(self.acked),
             "reason": self.reason,
             "tokens": [token.hex() for token in self.tokens],
+            "sealed": self.sealed.hex(),
         }
 
     @classmethod
@@ -110,6 +114,7 @@ class QueryRecord:
                 acked=[bool(a) for a in acked],
                 reason=str(data.get("reason", "")),
                 tokens=[bytes.fromhex(str(token)) for token in tokens],
+                sealed=bytes.fromhex(str(data.get("sealed", ""))),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ParameterError(

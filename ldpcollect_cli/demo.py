@@ -1,14 +1,20 @@
-"""`ldpcollect demo`: the whole protocol end to end on one machine, in well under a minute.
+"""`ldpcollect demo`: the whole protocol end to end on one machine, in seconds.
 
-Starts an aggregator subprocess on a temporary SQLite file and an ephemeral port, creates a
-randomized-response query (flip1 0.85, flip2 0.3), a Sampling Privacy query (s = 0.5) and the
-same Sampling Privacy query with discrete Gaussian release noise (sigma 2) over the 10 x 10
-block of grid cells around the simulated city's busiest hotspot, runs 20,000 simulated devices
-through gRPC (batched reports), closes and releases the queries, prints the busiest cells'
-estimates and 95% intervals beside the ground truth, each release's privacy cost (both views,
-tight and Bun-Steinke epsilon, in plain words) and the ledger's odometer, and stops the server.
-With `--postprocess` it also reports the error of the post-processed estimates, and with
-`--maps DIR` it draws each release beside the truth (PNG and HTML).
+Over the 5 x 5 block of grid cells around the simulated city's busiest hotspot, one fleet
+of simulated devices answers three queries through gRPC:
+
+- randomized response (flip1 0.85, flip2 0.3) at a trusted aggregator (one process on a
+  temporary SQLite file): RR's one round is private on its own, so one aggregator will do;
+- Sampling Privacy (s = 0.5), and the same with discrete Gaussian release noise (sigma 2 at
+  each aggregator), on two aggregators (a leader and a helper, two more processes): one
+  aggregator would see both rounds of every device and learn the cell of each device selected
+  at its own cell; two see only secret shares.
+
+It closes and releases the queries, prints the busiest cells' estimates and 95% intervals
+beside the ground truth, each release's privacy cost (every view, in plain words) and the
+trusted ledger's odometer, and stops the servers. With `--postprocess` it also reports the
+error of the post-processed estimates, and with `--maps DIR` it draws each release beside the
+truth (PNG and HTML).
 """
 
 from __future__ import annotations
@@ -35,15 +41,21 @@ from client.fleet import FleetConfig, FleetResult, Mode, new_fleet, run_query
 from client.fleet_state import FleetState
 from client.fleet_tokens import FleetTokens
 from client.progress import fleet_progress
-from ldpcollect import geo
+from client.secure_admin import SecureAdminClient, as_query
+from client.secure_fleet import run_secure_query
+from client.secure_keys import fetch_helper_config
+from ldpcollect import geo, wire
 from ldpcollect.errors import ParameterError
 from ldpcollect.geo.grid import CELLS_PER_SIDE
 from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
 from ldpcollect.postprocess import METHODS
 from ldpcollect.v1 import ldpcollect_pb2 as pb
+from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect_cli.release_html import write_html
 from ldpcollect_cli.release_map import write_png
 from ldpcollect_cli.release_view import ReleaseView
+from ldpcollect_cli.secure_release import release_message
+from ldpcollect_cli.secure_subprocess import secure_deployment
 from ldpcollect_cli.serve_subprocess import cli_subprocess, serve_subprocess
 from ldpcollect_cli.service_render import (
     bound,
@@ -54,17 +66,28 @@ from ldpcollect_cli.service_render import (
 )
 from ldpcollect_cli.serving import READY_PREFIX
 
-BLOCK = 10  # 10 x 10 target cells
-# With --tokens: one token per round of each query (RR 1, SP 2, SP with noise 2).
-TOKENS_PER_DEVICE = 5
+BLOCK = 10  # 10 x 10 target cells (demo --secure)
+# `ldpcollect demo`: the 5 x 5 busiest block. A Sampling Privacy pair costs a device about
+# 1 ms to seal per 25 targets (the FLP proof in Python) and both aggregators as much to
+# verify, so a small block keeps the demo to seconds.
+DEMO_BLOCK = 5
+# With --tokens: one token per upload of each query (RR 1, SP pair 1, SP pair with noise 1).
+TOKENS_PER_DEVICE = 3
 ISSUER_READY = "ldpcollect issuer serving on "
 NOISE_SIGMA = "2"
 LABELS = {"rr": "RR 0.85/0.3", "sp": "SP s=0.5", "sp_noise": f"SP s=0.5 + noise {NOISE_SIGMA}"}
+# The demo's size: the SP queries' devices seal secret shares (about 1.5 ms each in Python)
+# and both aggregators verify them, so the default stays at a few seconds.
+DEMO_DEVICES = 2000
+WHY_TWO = (
+    "SP runs on two aggregators (leader and helper, separate processes): one aggregator would "
+    "see both rounds of every device and learn the cell of each device selected at its own cell"
+)
 
 
 @dataclass(frozen=True)
 class DemoSettings:
-    devices: int = 20_000
+    devices: int = DEMO_DEVICES
     seed: int = 2024
     mode: str = "batch"
     top: int = 10
@@ -113,7 +136,7 @@ def run_demo(settings: DemoSettings, console: Console) -> None:
         raise ParameterError("--postprocess", settings.postprocess, "clip or norm-sub")
     started = time.perf_counter()
     center = geo.DEFAULT_CENTER
-    targets = block_targets(center)
+    targets = block_targets(center, DEMO_BLOCK)
     rng = np.random.default_rng(settings.seed)
     lats, lons = geo.sample_locations(settings.devices, center, rng)
     fleet = new_fleet(lats, lons)
@@ -122,60 +145,71 @@ def run_demo(settings: DemoSettings, console: Console) -> None:
     with tempfile.TemporaryDirectory(prefix="ldpcollect-demo-") as tmp, ExitStack() as stack:
         db, issuer_state = Path(tmp) / "aggregator.db", Path(tmp) / "issuer"
         extra: tuple[str, ...] = ()
-        tokens = None
+        tokens, directory = None, None
         if settings.tokens:
             issuer = stack.enter_context(issuer_subprocess(issuer_state, TOKENS_PER_DEVICE))
-            extra = ("--token-directory", str(directory_file(issuer_state)))
+            directory = directory_file(issuer_state)
+            extra = ("--token-directory", str(directory))
             key = (issuer_state / "enrollment.key").read_bytes()
             tokens = FleetTokens(issuer, key, "demo")
             say(f"token issuer on {issuer}: K = {TOKENS_PER_DEVICE} tokens per device")
-        with aggregator_subprocess(db, token, *extra) as address:
-            say(f"aggregator on {address}, SQLite {db}")
-            with grpc.insecure_channel(address) as channel:
-                admin = AdminClient(channel, token)
-                queries = {
-                    "rr": admin.create_query(
-                        RandomizedResponse("0.85", "0.3"),
-                        "grid",
-                        targets,
-                        query_id="demo-rr",
-                        description="demo: randomized response 0.85/0.3",
-                        min_reports=100,
-                        require_tokens=settings.tokens,
-                    ),
-                    "sp": admin.create_query(
-                        SamplingPrivacy("0.5"),
-                        "grid",
-                        targets,
-                        query_id="demo-sp",
-                        description="demo: Sampling Privacy s = 0.5",
-                        min_reports=100,
-                        require_tokens=settings.tokens,
-                    ),
-                    "sp_noise": admin.create_query(
-                        SamplingPrivacy("0.5"),
-                        "grid",
-                        targets,
-                        query_id="demo-sp-noise",
-                        description=f"demo: Sampling Privacy s = 0.5, release noise {NOISE_SIGMA}",
-                        min_reports=100,
-                        noise_sigma=Fraction(NOISE_SIGMA),
-                        require_tokens=settings.tokens,
-                    ),
-                }
-                say(
-                    f"queries {', '.join(q.query_id for q in queries.values())} over "
-                    f"{len(targets)} grid cells around {center}"
-                )
-                results = asyncio.run(
-                    _run_fleet(address, admin, fleet, queries, settings, rng, tokens)
-                )
-                releases: dict[str, pb.QueryRelease] = {}
-                for name, query in queries.items():
-                    admin.close(query.query_id)
-                    releases[name] = admin.release(query.query_id)
-                    queries[name] = admin.get_query(query.query_id)
-                ledger = admin.ledger()
+        address = stack.enter_context(aggregator_subprocess(db, token, *extra))
+        pair = stack.enter_context(secure_deployment("ldpcollect-demo-secure-", directory))
+        say(f"trusted aggregator on {address} (RR), SQLite {db}")
+        say(f"leader on {pair.leader}, helper on {pair.helper}: {WHY_TWO}")
+        channel = stack.enter_context(grpc.insecure_channel(address))
+        admin = AdminClient(channel, token)
+        secure = SecureAdminClient(pair.channel, pair.admin_token)
+        rr = admin.create_query(
+            RandomizedResponse("0.85", "0.3"),
+            "grid",
+            targets,
+            query_id="demo-rr",
+            description="demo: randomized response 0.85/0.3",
+            min_reports=100,
+            require_tokens=settings.tokens,
+        )
+        grid = wire.scheme_from_text("grid")
+        sp_queries = {
+            name: secure.create_query(
+                pair.collector,
+                SamplingPrivacy("0.5"),
+                grid,
+                targets,
+                query_id=query_id,
+                description=f"demo: Sampling Privacy s = 0.5{words}, two aggregators",
+                min_reports=100,
+                noise_sigma=sigma,
+                require_tokens=settings.tokens,
+            )
+            for name, query_id, sigma, words in (
+                ("sp", "demo-sp", None, ""),
+                ("sp_noise", "demo-sp-noise", Fraction(NOISE_SIGMA), f", noise {NOISE_SIGMA}"),
+            )
+        }
+        say(f"queries demo-rr, demo-sp, demo-sp-noise over {len(targets)} grid cells")
+        results = asyncio.run(
+            _run_fleet(
+                address,
+                pair.leader,
+                pair.helper,
+                admin,
+                fleet,
+                rr,
+                sp_queries,
+                settings,
+                rng,
+                tokens,
+            )
+        )
+        admin.close(rr.query_id)
+        releases = {"rr": admin.release(rr.query_id)}
+        queries = {"rr": admin.get_query(rr.query_id)}
+        for name, created in sp_queries.items():
+            opened = secure.release(pair.collector, created.query_id)
+            releases[name] = release_message(opened, opened.claims)
+            queries[name] = as_query(opened.query)
+        ledger = admin.ledger()
         seconds = time.perf_counter() - started
     views = {
         name: ReleaseView.from_json(release_json(releases[name], queries[name]))
@@ -193,26 +227,41 @@ def run_demo(settings: DemoSettings, console: Console) -> None:
 
 async def _run_fleet(
     address: str,
+    leader: str,
+    helper: str,
     admin: AdminClient,
     fleet: FleetState,
-    queries: dict[str, pb.Query],
+    rr: pb.Query,
+    sp_queries: dict[str, spb.SecureQuery],
     settings: DemoSettings,
     rng: np.random.Generator,
     tokens: FleetTokens | None = None,
 ) -> dict[str, FleetResult]:
+    """RR through the trusted aggregator (both rounds of nothing: one round), then each SP
+    query through the leader (every device seals both rounds into one upload)."""
     config = FleetConfig(
         mode=cast(Mode, settings.mode), concurrency=4, batch_size=1000, tokens=tokens
     )
-
-    async def advance(query_id: str) -> pb.Query:
-        return await asyncio.to_thread(admin.advance, query_id)
-
     results: dict[str, FleetResult] = {}
     async with grpc.aio.insecure_channel(address) as channel:
-        for name, query in queries.items():
+        with fleet_progress(rr.query_id, enabled=not settings.json_out) as bar:
+            results["rr"] = await run_query(channel, fleet, rr.query_id, config, rng, progress=bar)
+    with grpc.insecure_channel(helper) as to_helper:
+        helper_config = fetch_helper_config(to_helper)  # the helper's key, from the helper
+    async with grpc.aio.insecure_channel(leader) as channel:
+        for name, query in sp_queries.items():
             with fleet_progress(query.query_id, enabled=not settings.json_out) as bar:
-                results[name] = await run_query(
-                    channel, fleet, query.query_id, config, rng, advance=advance, progress=bar
+                # Sealing here, not in worker processes: starting them costs more than they
+                # save at this size, and the two servers use the other core meanwhile.
+                results[name] = await run_secure_query(
+                    channel,
+                    fleet,
+                    query,
+                    helper_config,
+                    config,
+                    rng,
+                    progress=bar,
+                    workers=0,
                 )
     return results
 

@@ -8,6 +8,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
+import grpc.aio
 import numpy as np
 from rich.console import Console
 from rich.table import Table
@@ -54,6 +56,10 @@ class FleetRequest:
     issuer: str | None = None
     enrollment_key: Path | None = None
     device_prefix: str = "sim"
+    # A secure query (the server is a leader): where the devices take the helper's HPKE key.
+    helper: str | None = None
+    helper_config: Path | None = None
+    helper_tls_ca: Path | None = None
 
 
 def fleet_tokens(request: FleetRequest) -> FleetTokens | None:
@@ -211,9 +217,15 @@ async def _run(
 
             advance = advance_round
         async with open_aio_channel(request.server, request.tls_ca, identity=identity) as channel:
-            query = await pb_grpc.CollectorStub(channel).GetQuery(
-                pb.GetQueryRequest(query_id=request.query_id), timeout=config.retry.rpc_timeout
-            )
+            try:
+                query = await pb_grpc.CollectorStub(channel).GetQuery(
+                    pb.GetQueryRequest(query_id=request.query_id), timeout=config.retry.rpc_timeout
+                )
+            except grpc.aio.AioRpcError as error:
+                if error.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    raise
+                # A leader of two aggregators: the query is a secure one.
+                return await _run_secure(request, fleet, config, rng, warn, channel)
             warning = swap_warning(request, QueryInfo.from_proto(query), fleet)
             if warning is not None:
                 warn.print(warning)
@@ -223,6 +235,39 @@ async def _run(
                 return await run_query(
                     channel, fleet, request.query_id, config, rng, advance=advance, progress=bar
                 )
+
+
+async def _run_secure(
+    request: FleetRequest,
+    fleet: FleetState,
+    config: FleetConfig,
+    rng: np.random.Generator,
+    warn: Console,
+    channel: grpc.aio.Channel,
+) -> FleetResult:
+    """The fleet against a leader: each device seals every round's answers into one upload
+    (`--advance` changes nothing: there is no round to advance)."""
+    from client.secure_admin import as_query
+    from client.secure_fleet import run_secure_query
+    from client.secure_keys import helper_config_of
+    from ldpcollect.v1 import secure_pb2 as spb
+    from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
+
+    helper = await asyncio.to_thread(
+        helper_config_of,
+        request.helper,
+        request.helper_config,
+        request.helper_tls_ca,
+        ClientIdentity.from_environment(),
+    )
+    query = await spb_grpc.SecureCollectorStub(channel).GetSecureQuery(
+        spb.GetSecureQueryRequest(query_id=request.query_id), timeout=config.retry.rpc_timeout
+    )
+    warning = swap_warning(request, QueryInfo.from_proto(as_query(query)), fleet)
+    if warning is not None:
+        warn.print(warning)
+    with fleet_progress(f"{request.query_id} (seal + upload)", enabled=request.progress) as bar:
+        return await run_secure_query(channel, fleet, query, helper, config, rng, progress=bar)
 
 
 def result_table(result: FleetResult) -> Table:

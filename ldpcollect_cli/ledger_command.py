@@ -1,5 +1,6 @@
-"""`ldpcollect ledger [--json]` shows the privacy ledger; `ldpcollect ledger set-budget --epsilon E
---delta D [--json]` sets the operator's budget (Admin RPC SetBudget) and shows the result."""
+"""`ldpcollect ledger [--json]` shows the privacy ledger; `ldpcollect ledger set-budget
+--epsilon E --delta D [--json]` sets the operator's budget and shows the result. At a leader
+both are its secure queries' ledger (SecureAdmin GetSecureLedger, SetSecureBudget)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from rich.console import Console
 
 from ldpcollect.errors import ParameterError
 from ldpcollect.v1 import ldpcollect_pb2 as pb
+from ldpcollect_cli.query_kinds import with_either
 from ldpcollect_cli.service_errors import guarded
 from ldpcollect_cli.service_options import (
     DEFAULT_SERVER,
@@ -17,7 +19,6 @@ from ldpcollect_cli.service_options import (
     Server,
     TlsCa,
     Token,
-    with_admin,
 )
 from ldpcollect_cli.service_render import ledger_json, ledger_tables, print_json
 
@@ -41,7 +42,12 @@ def ledger(
     if ctx.invoked_subcommand is not None:
         guarded(lambda: _no_group_options(ctx))
         return
-    guarded(lambda: _show(with_admin(server, admin_token, lambda a: a.ledger(), tls_ca), json_out))
+    guarded(
+        lambda: _show(
+            with_either(server, admin_token, tls_ca, lambda a: a.ledger(), lambda s: s.ledger()),
+            json_out,
+        )
+    )
 
 
 @ledger_app.command("set-budget")
@@ -77,7 +83,13 @@ def set_budget(
     """Set the operator's privacy budget (releases past it are refused; never below spent)."""
     guarded(
         lambda: _show(
-            with_admin(server, admin_token, lambda a: a.set_budget(epsilon, delta, filter), tls_ca),
+            with_either(
+                server,
+                admin_token,
+                tls_ca,
+                lambda a: a.set_budget(epsilon, delta, filter),
+                lambda s: s.set_budget(epsilon, delta, filter),
+            ),
             json_out,
         )
     )

@@ -25,7 +25,15 @@ from client.loadtest_counts import CountCheck, read_counts, settled_check
 from client.loadtest_plot import plot_latency
 from ldpcollect_cli.loadtest_render import loop_words, print_result, result_json
 from ldpcollect_cli.service_errors import EXIT_RPC, guarded
-from ldpcollect_cli.service_options import DEFAULT_SERVER, Json, TlsCa, Token
+from ldpcollect_cli.service_options import (
+    DEFAULT_SERVER,
+    HelperAddress,
+    HelperConfigFile,
+    HelperTlsCa,
+    Json,
+    TlsCa,
+    Token,
+)
 from ldpcollect_cli.service_render import print_json
 
 NO_TOKEN = "skipped: no admin token (--admin-token or LDPCOLLECT_ADMIN_TOKEN)"
@@ -101,6 +109,9 @@ def loadtest(
     plot: Annotated[
         Path | None, typer.Option("--plot", help="PNG: latency over time and its distribution.")
     ] = None,
+    helper: HelperAddress = None,
+    helper_config: HelperConfigFile = None,
+    helper_tls_ca: HelperTlsCa = None,
     admin_token: Token = "",
     tls_ca: TlsCa = None,
     json_out: Json = False,
@@ -110,9 +121,14 @@ def loadtest(
     aggregator counted exactly the acknowledged reports (with the admin token)."""
 
     def work() -> None:
+        helper_key = None
+        if helper is not None or helper_config is not None:  # a secure query at a leader
+            from client.secure_keys import helper_config_of
+
+            helper_key = helper_config_of(helper, helper_config, helper_tls_ca)
         config = LoadTestConfig(
             parse_addresses(server), query, mode, rate, duration, connections, batch_size,
-            max_in_flight, timeout, max_requests, seed, tls_ca,
+            max_in_flight, timeout, max_requests, seed, tls_ca, helper_key,
         )  # fmt: skip
         _run(config, admin_token, plot, json_out)
 

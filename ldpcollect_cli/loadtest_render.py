@@ -33,6 +33,7 @@ def result_json(
             "mechanism": result.query.mechanism,
             "targets": result.query.n_targets,
             "round": result.query.round,
+            "secure": result.query.secure is not None,
         },
         "mode": config.mode,
         "loop": "open" if config.open_loop else "closed",

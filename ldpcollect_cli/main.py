@@ -12,7 +12,6 @@ from ldpcollect_cli import (
     issuer_command,
     loadtest_command,
     privacy,
-    secure_command,
     service,
     simulate,
     store_command,
@@ -34,7 +33,6 @@ for module in (
     store_command,
     loadtest_command,
     vdaf_command,
-    secure_command,
     issuer_command,
 ):
     module.register(app)

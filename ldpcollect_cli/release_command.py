@@ -15,10 +15,25 @@ from client.admin import AdminClient
 from ldpcollect.errors import ParameterError
 from ldpcollect.postprocess import METHODS
 from ldpcollect.v1 import ldpcollect_pb2 as pb
+from ldpcollect_cli.query_kinds import with_either
 from ldpcollect_cli.release_view import ReleaseView, read_truth_file, truth_by_cell
+from ldpcollect_cli.secure_release import fetch_secure_release, view_lines
 from ldpcollect_cli.service_errors import guarded
-from ldpcollect_cli.service_options import DEFAULT_SERVER, Json, Server, TlsCa, Token, with_admin
-from ldpcollect_cli.service_render import print_json, privacy_table, release_json
+from ldpcollect_cli.service_options import (
+    DEFAULT_COLLECTOR_KEY,
+    DEFAULT_SERVER,
+    CollectorKey,
+    Json,
+    Server,
+    TlsCa,
+    Token,
+)
+from ldpcollect_cli.service_render import (
+    print_json,
+    privacy_table,
+    release_json,
+    trusted_sp_warning,
+)
 
 MAP_SUFFIXES = (".png", ".html")
 
@@ -152,37 +167,14 @@ def release(
     admin_token: Token = "",
     tls_ca: TlsCa = None,
     json_out: Json = False,
-    secure: Annotated[
-        bool,
-        typer.Option(
-            "--secure",
-            help="A secure-mode query (--server is its leader): collect both aggregators' "
-            "noised, sealed shares and open them with --collector-key (docs/secure-mode.md).",
-        ),
-    ] = False,
-    collector_key: Annotated[
-        Path,
-        typer.Option(
-            "--collector-key",
-            envvar="LDPCOLLECT_COLLECTOR_KEY",
-            help="With --secure: the collector's HPKE key file given at query creation.",
-        ),
-    ] = Path("ldpcollect-collector.key"),
+    collector_key: CollectorKey = DEFAULT_COLLECTOR_KEY,
 ) -> None:
     """Release a closed query's estimates (or show the release if it already happened), or
-    reload a saved one; optionally map and export it."""
+    reload a saved one; optionally map and export it. At a leader (a secure query): close it,
+    collect both aggregators' noised shares and open them with --collector-key."""
     console = Console()
 
     def work() -> None:
-        if secure:
-            if query is None or from_json or map_files or geojson or csv or truth:
-                raise ParameterError(
-                    "--secure", query, "with --query only (no maps, files or --from-json yet)"
-                )
-            from ldpcollect_cli.secure_release import print_secure_release
-
-            print_secure_release(query, collector_key, admin_token, server, tls_ca, json_out)
-            return
         if (query is None) == (from_json is None):
             raise ParameterError("--query/--from-json", (query, from_json), "exactly one of them")
         if postprocess is not None and postprocess not in METHODS:
@@ -191,13 +183,22 @@ def release(
         outputs.check()
         truth_entries = read_truth_file(truth) if truth is not None else None
         released: pb.QueryRelease | None = None
+        views: dict[str, dict[str, object]] | None = None
         if from_json is not None:
             data: dict[str, object] | None = None
             view = ReleaseView.from_file(from_json)
         else:
             assert query is not None
-            got, released = with_admin(server, admin_token, lambda a: _fetch(a, query), tls_ca)
+            got, released, views = with_either(
+                server,
+                admin_token,
+                tls_ca,
+                lambda a: (*_fetch(a, query), None),
+                lambda s: fetch_secure_release(s, collector_key, query),
+            )
             data = release_json(released, got)
+            if views is not None:
+                data = {**data, "secure": True, "views": views}
             view = ReleaseView.from_json(data)
         if truth_entries is not None:
             view = view.with_truth(truth_by_cell(truth_entries, view.scheme))
@@ -213,6 +214,12 @@ def release(
         if released is not None:
             deltas = [c.delta for c in released.claims if c.view == "public"]
             console.print(privacy_table([released], deltas[0] if deltas else None))
+        for line in view_lines(views or {}):
+            console.print(line)
+        given = data or {}
+        params = given.get("params")
+        if views is None and given.get("mechanism") == "sp" and isinstance(params, dict):
+            console.print(trusted_sp_warning(view.query_id, str(params["sampling_rate"])))
         for line in accuracy_lines(view):
             console.print(line)
         for path in written:

@@ -17,12 +17,10 @@ query before it uploads (a blind signature each: use -n 500 or so).
 from __future__ import annotations
 
 import asyncio
-import secrets
 import tempfile
 import time
-from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,8 +35,7 @@ from client.secure_device import SecureDevice, fetch_query, report_challenge, up
 from client.secure_keys import fetch_helper_config
 from ldpcollect import geo
 from ldpcollect.mechanisms import Mechanism, RandomizedResponse, SamplingPrivacy
-from ldpcollect.secure.key_file import load_or_create_key_pair
-from ldpcollect.secure.sealing import HpkeConfig, HpkeKeyPair
+from ldpcollect.secure.sealing import HpkeConfig
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect_cli.demo import (
@@ -49,8 +46,7 @@ from ldpcollect_cli.demo import (
     issuer_subprocess,
 )
 from ldpcollect_cli.secure_release import release_message, views_json
-from ldpcollect_cli.secure_serving import secure_ready_prefix
-from ldpcollect_cli.serve_subprocess import serve_subprocess
+from ldpcollect_cli.secure_subprocess import secure_deployment
 from ldpcollect_cli.service_render import print_json, privacy_table, release_json
 
 NOISE_SIGMA = "2"
@@ -72,55 +68,6 @@ class SecureDemoSettings:
     json_out: bool = False
     workers: int = 2
     tokens: bool = False  # run an issuer; both queries require its tokens
-
-
-@contextmanager
-def role_subprocess(
-    role: str,
-    db: Path,
-    admin_token: str,
-    peer_token: str,
-    helper: str | None = None,
-    token_directory: Path | None = None,
-) -> Iterator[str]:
-    """`ldpcollect serve --role ROLE` on 127.0.0.1:0; yields its address; stops it."""
-    args = ["--role", role, "--db", str(db), "--listen", "127.0.0.1:0"]
-    if helper is not None:
-        args += ["--helper", helper]
-    if token_directory is not None:
-        args += ["--token-directory", str(token_directory)]
-    env = {"LDPCOLLECT_ADMIN_TOKEN": admin_token, "LDPCOLLECT_PEER_TOKEN": peer_token}
-    with serve_subprocess(args, env, secure_ready_prefix(role), f"the {role}") as address:
-        yield address
-
-
-@dataclass(frozen=True)
-class Deployment:
-    """A helper and a leader on temporary SQLite files, a channel to the leader, the admin
-    token and the collector's key."""
-
-    folder: Path
-    helper: str
-    leader: str
-    channel: grpc.Channel
-    admin_token: str
-    collector: HpkeKeyPair
-
-
-@contextmanager
-def secure_deployment(prefix: str, token_directory: Path | None = None) -> Iterator[Deployment]:
-    """`token_directory`: both roles accept that issuer's tokens."""
-    admin, peer = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
-    tokens = token_directory
-    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
-        folder = Path(tmp)
-        collector = load_or_create_key_pair(folder / "collector.key")
-        with (
-            role_subprocess("helper", folder / "helper.db", admin, peer, None, tokens) as helper,
-            role_subprocess("leader", folder / "leader.db", admin, peer, helper, tokens) as leader,
-            grpc.insecure_channel(leader) as channel,
-        ):
-            yield Deployment(folder, helper, leader, channel, admin, collector)
 
 
 def seal_chunk(query_bytes: bytes, helper_config: bytes, locations: list[int]) -> list[bytes]:

@@ -1,20 +1,19 @@
-"""A secure release for the CLI (`ldpcollect release --secure`, `ldpcollect secure release`):
-the opened, debiased counts as the trusted mode's `QueryRelease` (estimates, round counts,
-claims per view), so both render alike, and the views in words."""
+"""A secure release for `ldpcollect release` at a leader: the opened, debiased counts as the
+trusted mode's `QueryRelease` (estimates, round counts, claims per view) beside the query as
+a trusted `Query`, so the table, maps, GeoJSON, CSV and JSON are the trusted release's; plus
+the views in words (`views` in the JSON)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.table import Table
-
-from client.channels import open_channel
-from client.secure_collector import SecureRelease, release_secure_query
+from client.secure_admin import SecureAdminClient, as_query
 from ldpcollect.errors import ParameterError
-from ldpcollect.secure.key_file import load_or_create_key_pair
 from ldpcollect.v1 import ldpcollect_pb2 as pb
-from ldpcollect_cli.service_render import print_json, release_json
+
+if TYPE_CHECKING:
+    from client.secure_collector import SecureRelease
 
 
 def release_message(release: SecureRelease, claims: list[pb.PrivacyClaim]) -> pb.QueryRelease:
@@ -61,39 +60,37 @@ def views_json(claims: list[pb.PrivacyClaim]) -> dict[str, dict[str, object]]:
     return out
 
 
-def print_secure_release(
-    query_id: str,
-    collector_key: Path,
-    admin_token: str,
-    server: str,
-    tls_ca: Path | None,
-    json_out: bool,
-) -> None:
-    """The release as a table and the views in words (or JSON: the release and the views)."""
-    if not admin_token:
-        raise ParameterError("--admin-token", "", "given (or LDPCOLLECT_ADMIN_TOKEN)")
-    console = Console()
-    collector = load_or_create_key_pair(collector_key)
-    with open_channel(server, tls_ca) as channel:
-        opened = release_secure_query(channel, admin_token, collector, query_id)
-    message = release_message(opened, opened.claims)
-    views = views_json(opened.claims)
-    if json_out:
-        print_json({"release": release_json(message), "views": views})
-        return
-    table = Table(title=f"secure release of {query_id}, {opened.reports:,} reports")
-    for column in ("cell", "estimate", "std err", "95% interval", "round counts"):
-        table.add_column(column, justify="right")
-    for e in message.estimates:
-        table.add_row(
-            str(e.location_id),
-            f"{e.estimate:.1f}",
-            f"{e.std_error:.1f}",
-            f"[{e.ci_low:.1f}, {e.ci_high:.1f}]",
-            ", ".join(str(c) for c in e.round_counts),
-        )
-    console.print(table)
+def view_lines(views: dict[str, dict[str, object]]) -> list[str]:
+    lines = []
     for view in views.values():
         epsilon = view["epsilon"]
         number = "unbounded" if epsilon is None else f"epsilon {epsilon:.3g}"
-        console.print(f"{view['words']}: {number} at delta {view['delta']:g}")
+        lines.append(f"{view['words']}: {number} at delta {view['delta']:g}")
+    return lines
+
+
+def fetch_secure_release(
+    client: SecureAdminClient, collector_key: Path, query_id: str
+) -> tuple[pb.Query, pb.QueryRelease, dict[str, dict[str, object]]]:
+    """Close, collect both noised shares, open them with the collector's key, debias: the
+    query and release in the trusted mode's messages, and the views."""
+    from ldpcollect.secure.key_file import load_or_create_key_pair
+    from ldpcollect.secure.sealing import SealingError
+
+    if not collector_key.exists():
+        raise ParameterError(
+            "--collector-key",
+            str(collector_key),
+            "the collector key file the query was created with",
+            "it does not exist: the shares are sealed to that key",
+        )
+    try:
+        opened = client.release(load_or_create_key_pair(collector_key), query_id)
+    except SealingError as error:
+        raise ParameterError(
+            "--collector-key",
+            str(collector_key),
+            "the collector key file the query was created with",
+            f"the shares do not open with it ({error})",
+        ) from None
+    return as_query(opened.query), release_message(opened, opened.claims), views_json(opened.claims)

@@ -7,40 +7,50 @@ server's message and exit 1 (no traceback); bad parameters exit 2 naming the par
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
 from client.admin import AdminClient
-from ldpcollect import geo
+from client.secure_admin import SecureAdminClient
+from ldpcollect import geo, wire
 from ldpcollect.errors import ParameterError
 from ldpcollect.geo import h3cells
 from ldpcollect.mechanisms import Mechanism, mechanism_from_params
 from ldpcollect.rational import parse_rational_text
 from ldpcollect.release_noise import NOISE_SIGMA_RANGE, validate_noise_sigma
 from ldpcollect.v1 import ldpcollect_pb2 as pb
+from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect_cli import ledger_command, release_command, serve_command
+from ldpcollect_cli.query_kinds import with_either, with_secure
 from ldpcollect_cli.service_errors import guarded
 from ldpcollect_cli.service_options import (
+    DEFAULT_COLLECTOR_KEY,
     DEFAULT_SERVER,
+    CollectorKey,
     DevicePrefix,
     EnrollmentKey,
+    HelperAddress,
+    HelperConfigFile,
+    HelperTlsCa,
     Json,
     Server,
     TlsCa,
     Token,
-    with_admin,
 )
 from ldpcollect_cli.service_render import (
     print_json,
     queries_table,
     query_json,
+    secure_query_json,
+    trusted_sp_warning,
 )
 
 console = Console()
+stderr_console = Console(stderr=True)
 
 QueryId = Annotated[str, typer.Option("--query", "-q", help="Query id.")]
 
@@ -133,13 +143,23 @@ def query_create(
     description: Annotated[
         str, typer.Option("--description", help="Free text shown with the query (its purpose).")
     ] = "",
+    secure: Annotated[
+        bool,
+        typer.Option(
+            "--secure",
+            help="Two aggregators (--server is the leader): devices seal secret shares, neither "
+            "aggregator sees an answer, each adds --noise-sigma at release; the shares are "
+            "sealed to --collector-key (docs/secure-mode.md).",
+        ),
+    ] = False,
+    collector_key: CollectorKey = DEFAULT_COLLECTOR_KEY,
     server: Server = DEFAULT_SERVER,
     admin_token: Token = "",
     tls_ca: TlsCa = None,
     json_out: Json = False,
 ) -> None:
     """Create a query: mechanism, location scheme and targets (a list, a bounding box or an H3
-    region)."""
+    region); with --secure, at a leader of two aggregators."""
 
     def work() -> None:
         mech = _mechanism(mechanism, flip1, flip2, sampling_rate)
@@ -149,28 +169,62 @@ def query_create(
             option = "--noise-sigma"
             sigma = parse_rational_text(option, noise_sigma, NOISE_SIGMA_RANGE)
             validate_noise_sigma(sigma, option)
-        query = with_admin(
+        options: dict[str, Any] = {
+            "query_id": query_id,
+            "description": description,
+            "min_reports": min_reports,
+            "noise_sigma": sigma,
+            "allow_no_privacy": allow_no_privacy,
+            "require_tokens": require_tokens,
+        }
+        if secure:
+            from ldpcollect.secure.key_file import load_or_create_key_pair
+
+            collector = load_or_create_key_pair(collector_key)
+            created = with_secure(
+                server,
+                admin_token,
+                tls_ca,
+                lambda client: client.create_query(
+                    collector, mech, wire.scheme_from_text(scheme), target_list, **options
+                ),
+            )
+            _print_queries([created], json_out, single=True)
+            return
+        query = with_either(
             server,
             admin_token,
-            lambda admin: admin.create_query(
-                mech,
-                scheme,
-                target_list,
-                query_id=query_id,
-                description=description,
-                min_reports=min_reports,
-                noise_sigma=sigma,
-                allow_no_privacy=allow_no_privacy,
-                require_tokens=require_tokens,
-            ),
             tls_ca,
+            lambda admin: admin.create_query(mech, scheme, target_list, **options),
+            _leader_needs_secure,
         )
-        if json_out:
-            print_json(query_json(query))
-        else:
-            console.print(queries_table([query]))
+        _print_queries([query], json_out, single=True)
+        if mech.name == "sp":
+            stderr_console.print(trusted_sp_warning(query.query_id, mech.params()["sampling_rate"]))
 
     guarded(work)
+
+
+def _leader_needs_secure(client: SecureAdminClient) -> pb.Query:
+    raise ParameterError(
+        "--secure",
+        False,
+        "given to create a query at a leader",
+        "this server is the leader of two aggregators: add --secure (and --collector-key)",
+    )
+
+
+def _print_queries(
+    queries: Sequence[pb.Query | spb.SecureQuery], json_out: bool, single: bool = False
+) -> None:
+    """Both kinds alike: a table, or JSON (one object with `single`, else a list)."""
+    if not json_out:
+        console.print(queries_table(queries))
+        return
+    data = [
+        secure_query_json(q) if isinstance(q, spb.SecureQuery) else query_json(q) for q in queries
+    ]
+    print_json(data[0] if single else data)
 
 
 def _mechanism(
@@ -228,16 +282,35 @@ def query_list(
     tls_ca: TlsCa = None,
     json_out: Json = False,
 ) -> None:
-    """Every query and its state."""
+    """Every query and its state (at a leader: its secure queries)."""
 
     def work() -> None:
-        queries = with_admin(server, admin_token, lambda admin: admin.list_queries(), tls_ca)
-        if json_out:
-            print_json([query_json(q) for q in queries])
-        else:
-            console.print(queries_table(queries))
+        queries: Sequence[pb.Query | spb.SecureQuery] = with_either(
+            server,
+            admin_token,
+            tls_ca,
+            lambda admin: admin.list_queries(),
+            lambda client: client.list_queries(),
+        )
+        _print_queries(queries, json_out)
 
     guarded(work)
+
+
+def _secure_action(action: str, query_id: str) -> Callable[[SecureAdminClient], spb.SecureQuery]:
+    def call(client: SecureAdminClient) -> spb.SecureQuery:
+        if action == "advance":
+            raise ParameterError(
+                "query advance",
+                query_id,
+                "a trusted query",
+                f"{query_id} is a secure query: each device answers every round at once and "
+                "uploads one sealed report (a Sampling Privacy pair: both rounds, drawn once), "
+                "so there is no round to advance; close it once the devices are done",
+            )
+        return client.close(query_id) if action == "close" else client.get_query(query_id)
+
+    return call
 
 
 def _one(
@@ -255,17 +328,17 @@ def _one(
                 method = {"show": admin.get_query, "advance": admin.advance, "close": admin.close}
                 return method[action](query)
 
-            result = with_admin(server, admin_token, call, tls_ca)
-            if json_out:
-                print_json(query_json(result))
-            else:
-                console.print(queries_table([result]))
+            result: pb.Query | spb.SecureQuery = with_either(
+                server, admin_token, tls_ca, call, _secure_action(action, query)
+            )
+            _print_queries([result], json_out, single=True)
 
         guarded(work)
 
     command.__doc__ = {
         "show": "Show one query.",
-        "advance": "Advance a query to its next round (SP: round 1 -> 2).",
+        "advance": "Advance a query to its next round (trusted SP: round 1 -> 2; a secure "
+        "query has one upload and nothing to advance).",
         "close": "Close a query: no more reports; it can then be released.",
     }[action]
     return command
@@ -349,6 +422,9 @@ def fleet_run(
     ] = None,
     enrollment_key: EnrollmentKey = None,
     device_prefix: DevicePrefix = "sim",
+    helper: HelperAddress = None,
+    helper_config: HelperConfigFile = None,
+    helper_tls_ca: HelperTlsCa = None,
     server: Server = DEFAULT_SERVER,
     admin_token: Token = "",
     tls_ca: TlsCa = None,
@@ -379,6 +455,9 @@ def fleet_run(
         issuer=issuer,
         enrollment_key=enrollment_key,
         device_prefix=device_prefix,
+        helper=helper,
+        helper_config=helper_config,
+        helper_tls_ca=helper_tls_ca,
     )
     guarded(lambda: run_fleet_command(request, console))
 
@@ -392,7 +471,7 @@ def demo(
             "-n",
             min=100,
             max=1_000_000,
-            help="Simulated devices (default 20,000).",
+            help="Simulated devices (default 4,000; --secure: 20,000).",
         ),
     ] = None,
     seed: Annotated[int, typer.Option("--seed")] = 2024,
@@ -428,8 +507,9 @@ def demo(
         ),
     ] = False,
 ) -> None:
-    """End to end: aggregator on SQLite, RR and SP queries, 20,000 devices, releases, stop."""
-    from ldpcollect_cli.demo import DemoSettings, run_demo
+    """End to end: RR at a trusted aggregator, SP on two aggregators (leader and helper), one
+    simulated fleet, releases beside the truth, stop. --secure: RR on two aggregators too."""
+    from ldpcollect_cli.demo import DEMO_DEVICES, DemoSettings, run_demo
 
     if secure:
         from ldpcollect_cli.secure_demo import (
@@ -449,7 +529,7 @@ def demo(
         return
 
     settings = DemoSettings(
-        devices=devices or 20_000,
+        devices=devices or DEMO_DEVICES,
         seed=seed,
         mode=mode,
         top=top,

@@ -66,3 +66,36 @@ def with_admin(
     identity = ClientIdentity.from_environment()
     with connect_admin(server, token, tls_ca=tls_ca, identity=identity) as admin:
         return work(admin)
+
+
+CollectorKey = Annotated[
+    Path,
+    typer.Option(
+        "--collector-key",
+        envvar="LDPCOLLECT_COLLECTOR_KEY",
+        help="Secure queries: the collector's HPKE key file (created, mode 0600, if missing). "
+        "Both aggregators seal their shares to it at release; keep it: without it a release "
+        "cannot be opened.",
+    ),
+]
+DEFAULT_COLLECTOR_KEY = Path("ldpcollect-collector.key")
+HelperAddress = Annotated[
+    str | None,
+    typer.Option(
+        "--helper",
+        help="Secure queries (--server a leader): the helper's HOST:PORT; devices fetch its HPKE "
+        "key from it (never only from the leader) and refuse to upload when the leader's copy "
+        "differs.",
+    ),
+]
+HelperConfigFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--helper-config",
+        help="Instead of --helper: the helper's config as its operator publishes it "
+        "(DB.hpke-helper.config, one hex line), pinned.",
+    ),
+]
+HelperTlsCa = Annotated[
+    Path | None, typer.Option("--helper-tls-ca", help="PEM CA to verify a TLS helper.")
+]

@@ -13,9 +13,11 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from client.secure_admin import as_query
 from ldpcollect import geo, wire
 from ldpcollect.errors import ParameterError
 from ldpcollect.v1 import ldpcollect_pb2 as pb
+from ldpcollect.v1 import secure_pb2 as spb
 
 STATE_NAMES = {
     pb.QUERY_STATE_OPEN: "open",
@@ -82,6 +84,22 @@ def query_json(query: pb.Query) -> dict[str, object]:
         "created_at": query.created_at.ToJsonString() if query.HasField("created_at") else None,
         "require_tokens": query.require_tokens,
         "token_issuer": query.token_issuer or None,
+        "secure": False,
+    }
+
+
+def secure_query_json(query: spb.SecureQuery) -> dict[str, object]:
+    """A secure query in `query_json`'s shape (`"secure": true`), plus what only it has: the
+    round its one upload is sealed for, reports aggregated at both aggregators, held at the
+    leader and refused after upload, and the aggregators' names in token challenges."""
+    return {
+        **query_json(as_query(query)),
+        "secure": True,
+        "upload_round": int(query.upload_round),
+        "aggregated_reports": int(query.aggregated_reports),
+        "pending_reports": int(query.pending_reports),
+        "refused_reports": int(query.refused_reports),
+        "token_origins": list(query.token_origins),
     }
 
 
@@ -235,17 +253,22 @@ def allowance(value: float, digits: int = 4) -> str:
     return f"{-round_up(-value, digits):.{digits}g}" if math.isfinite(value) else fmt(value)
 
 
-def queries_table(queries: Sequence[pb.Query]) -> Table:
+def queries_table(queries: Sequence[pb.Query | spb.SecureQuery]) -> Table:
+    """Both kinds of query; a secure one is marked "(2 aggregators)" after its mechanism."""
     table = Table(title="queries")
     for column in ("id", "mechanism", "scheme", "targets", "state", "round", "reports", "done"):
         table.add_column(column)
-    for q in queries:
+    for given in queries:
+        secure = isinstance(given, spb.SecureQuery)
+        q = as_query(given) if isinstance(given, spb.SecureQuery) else given
         data = query_json(q)
         params = data["params"]
         assert isinstance(params, Mapping)
         table.add_row(
             q.query_id,
-            f"{data['mechanism']} " + " ".join(f"{k}={v}" for k, v in params.items()),
+            f"{data['mechanism']} "
+            + " ".join(f"{k}={v}" for k, v in params.items())
+            + (" (2 aggregators)" if secure else ""),
             str(data["scheme"]),
             str(len(q.targets)),
             str(data["state"]),
@@ -484,3 +507,13 @@ def ledger_tables(ledger: pb.Ledger, width: int | None = None) -> list[Table]:
             )
         tables.append(changes)
     return tables
+
+
+def trusted_sp_warning(query_id: str, sampling_rate: str) -> str:
+    """What a trusted aggregator learns from a Sampling Privacy query, in one plain line."""
+    return (
+        f"note: {query_id} is Sampling Privacy at ONE trusted aggregator: its operator sees both "
+        "rounds of every device and so learns the exact cell of every device selected at its "
+        f"own cell (each with probability {sampling_rate}). On two aggregators no one does: "
+        "`ldpcollect query create --secure` at a leader (docs/secure-mode.md)."
+    )

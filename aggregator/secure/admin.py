@@ -13,7 +13,7 @@ from aggregator.protoconv import ledger_to_proto
 from aggregator.release import set_budget_function
 from aggregator.secure.collect import collect_shares
 from aggregator.secure.helper_client import HelperClient
-from aggregator.secure.queries import query_message
+from aggregator.secure.queries import query_message, secure_scheme
 from aggregator.secure.store import SecureStore
 from aggregator.secure.token_check import SecureTokens, challenge_of
 from ldpcollect.admission.errors import AdmissionError
@@ -83,6 +83,9 @@ class LeaderAdmin:
         if not request.allow_no_privacy:
             refuse_no_privacy(mechanism)
         targets = list(validate_targets(request.targets))
+        scheme = secure_scheme(request.location_scheme)
+        for target in targets:
+            scheme.validate_cell(target)
         validate_description(request.description)
         if request.min_reports < 1:
             raise ParameterError("min_reports", request.min_reports, "[1, 2**63)")
@@ -131,6 +134,7 @@ class LeaderAdmin:
             "mechanism": mechanism.name,
             "mechanism_params": mechanism.params(),
             "targets": targets,
+            "scheme": scheme.describe(),
             "min_reports": request.min_reports,
             "noise_sigma": request.noise_sigma,
             "vdaf": kind,
@@ -150,6 +154,12 @@ class LeaderAdmin:
 
     async def get(self, query_id: str) -> spb.SecureQuery:
         return query_message(*await asyncio.to_thread(self.store.progress, query_id))
+
+    async def list(self) -> spb.ListSecureQueriesResponse:
+        progress = await asyncio.to_thread(self.store.all_progress)
+        return spb.ListSecureQueriesResponse(
+            queries=[query_message(query, pending) for query, pending in progress]
+        )
 
     async def close(self, query_id: str) -> spb.SecureQuery:
         await asyncio.to_thread(self.store.close_query, query_id)

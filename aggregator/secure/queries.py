@@ -7,12 +7,24 @@ from fractions import Fraction
 from typing import Any
 
 from aggregator.secure.store import StoredQuery
+from ldpcollect.geo import LocationScheme
 from ldpcollect.mechanisms import Mechanism, mechanism_from_params
 from ldpcollect.secure.query_vdaf import query_vdaf
 from ldpcollect.secure.sealing import HpkeConfig
 from ldpcollect.secure.upload import BitsVdaf
+from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2 as spb
-from ldpcollect.wire import mechanism_to_proto
+from ldpcollect.wire import mechanism_to_proto, scheme_from_proto, scheme_from_text
+
+# A secure query created before queries carried a scheme (or without one) is on the grid.
+DEFAULT_SCHEME = "grid"
+
+
+def secure_scheme(scheme: pb.LocationScheme) -> LocationScheme:
+    """The requested location scheme; an unset one is the grid, as `query create` defaults."""
+    if scheme.WhichOneof("scheme") is None:
+        return scheme_from_proto(scheme_from_text(DEFAULT_SCHEME))
+    return scheme_from_proto(scheme)
 
 
 def vdaf_of(query: StoredQuery) -> BitsVdaf:
@@ -54,4 +66,5 @@ def query_message(query: StoredQuery, pending: int = 0) -> spb.SecureQuery:
         require_tokens=bool(p.get("token_issuer")),
         token_issuer=p.get("token_issuer", ""),
         token_origins=p.get("token_origins", []),
+        location_scheme=scheme_from_text(p.get("scheme", DEFAULT_SCHEME)),
     )

@@ -127,6 +127,11 @@ class SecureAdminService(spb_grpc.SecureAdminServicer):
     ) -> spb.SecureQuery:
         return await self._run(context, self.admin.get(request.query_id))
 
+    async def ListSecureQueries(
+        self, request: spb.ListSecureQueriesRequest, context: Context
+    ) -> spb.ListSecureQueriesResponse:
+        return await self._run(context, self.admin.list())
+
     async def CloseSecureQuery(
         self, request: spb.CloseSecureQueryRequest, context: Context
     ) -> spb.SecureQuery:

@@ -113,6 +113,21 @@ class SecureStore(HelperStore):
 
         return self._locked(lambda: self._snapshot(work))
 
+    def all_progress(self) -> list[tuple[StoredQuery, int]]:
+        """`progress` of every query, all in one transaction."""
+
+        def work(db: sqlite3.Connection) -> list[tuple[StoredQuery, int]]:
+            pending = dict(
+                db.execute(
+                    "SELECT query_id, COUNT(*) FROM secure_reports WHERE outcome IS NULL "
+                    "GROUP BY query_id"
+                ).fetchall()
+            )
+            ids = [r[0] for r in db.execute("SELECT query_id FROM secure_queries ORDER BY 1")]
+            return [(self._query(db, i), int(pending.get(i, 0))) for i in ids]
+
+        return self._locked(lambda: self._snapshot(work))
+
     def queries(self) -> list[StoredQuery]:
         def work(db: sqlite3.Connection) -> list[StoredQuery]:
             ids = [r[0] for r in db.execute("SELECT query_id FROM secure_queries ORDER BY 1")]

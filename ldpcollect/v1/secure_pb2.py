@@ -25,43 +25,43 @@ _sym_db = _symbol_database.Default()
 from ldpcollect.v1 import ldpcollect_pb2 as ldpcollect_dot_v1_dot_ldpcollect__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aldpcollect/v1/secure.proto\x12\rldpcollect.v1\x1a\x1eldpcollect/v1/ldpcollect.proto\"\xd0\x03\n\x0bSecureQuery\x12\x10\n\x08query_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12/\n\tmechanism\x18\x03 \x01(\x0b\x32\x1c.ldpcollect.v1.MechanismSpec\x12\x0f\n\x07targets\x18\x04 \x03(\x04\x12\x13\n\x0bmin_reports\x18\x05 \x01(\x04\x12\x13\n\x0bnoise_sigma\x18\x06 \x01(\t\x12\x1a\n\x12leader_hpke_config\x18\x07 \x01(\x0c\x12\x1a\n\x12helper_hpke_config\x18\x08 \x01(\x0c\x12\x1d\n\x15\x63ollector_hpke_config\x18\t \x01(\x0c\x12.\n\x05state\x18\n \x01(\x0e\x32\x1f.ldpcollect.v1.SecureQueryState\x12\x14\n\x0cupload_round\x18\x0b \x01(\r\x12\x1a\n\x12\x61ggregated_reports\x18\x0c \x01(\x04\x12\x17\n\x0fpending_reports\x18\r \x01(\x04\x12\x17\n\x0frefused_reports\x18\x0e \x01(\x04\x12\x16\n\x0erequire_tokens\x18\x0f \x01(\x08\x12\x14\n\x0ctoken_issuer\x18\x10 \x01(\t\x12\x15\n\rtoken_origins\x18\x11 \x03(\t\")\n\x15GetSecureQueryRequest\x12\x10\n\x08query_id\x18\x01 \x01(\t\"\x1a\n\x18ListSecureQueriesRequest\"H\n\x19ListSecureQueriesResponse\x12+\n\x07queries\x18\x01 \x03(\x0b\x32\x1a.ldpcollect.v1.SecureQuery\"=\n\x1aUploadSecureReportsRequest\x12\x0f\n\x07reports\x18\x01 \x03(\x0c\x12\x0e\n\x06tokens\x18\x02 \x03(\x0c\"u\n\x1bUploadSecureReportsResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x04\x12\x12\n\nduplicates\x18\x02 \x01(\x04\x12\x30\n\x08rejected\x18\x03 \x03(\x0b\x32\x1e.ldpcollect.v1.ReportRejection\"\xfe\x01\n\x18\x43reateSecureQueryRequest\x12\x10\n\x08query_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12/\n\tmechanism\x18\x03 \x01(\x0b\x32\x1c.ldpcollect.v1.MechanismSpec\x12\x0f\n\x07targets\x18\x04 \x03(\x04\x12\x13\n\x0bmin_reports\x18\x05 \x01(\x04\x12\x13\n\x0bnoise_sigma\x18\x06 \x01(\t\x12\x1d\n\x15\x63ollector_hpke_config\x18\x07 \x01(\x0c\x12\x18\n\x10\x61llow_no_privacy\x18\x08 \x01(\x08\x12\x16\n\x0erequire_tokens\x18\t \x01(\x08\"+\n\x17\x43loseSecureQueryRequest\x12\x10\n\x08query_id\x18\x01 \x01(\t\"(\n\x14\x43ollectSharesRequest\x12\x10\n\x08query_id\x18\x01 \x01(\t\"\xe4\x01\n\x15\x43ollectSharesResponse\x12)\n\x05query\x18\x01 \x01(\x0b\x32\x1a.ldpcollect.v1.SecureQuery\x12\x14\n\x0cleader_share\x18\x02 \x01(\x0c\x12\x14\n\x0chelper_share\x18\x03 \x01(\x0c\x12\x0f\n\x07reports\x18\x04 \x01(\x04\x12+\n\x06\x63laims\x18\x05 \x03(\x0b\x32\x1b.ldpcollect.v1.PrivacyClaim\x12\x1a\n\x12leader_noise_sigma\x18\x06 \x01(\t\x12\x1a\n\x12helper_noise_sigma\x18\x07 \x01(\t\"\x1c\n\x1aGetAggregatorConfigRequest\"a\n\x10\x41ggregatorConfig\x12\x13\n\x0bhpke_config\x18\x01 \x01(\x0c\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x11\n\tmin_batch\x18\x03 \x01(\x04\x12\x17\n\x0fmin_noise_sigma\x18\x04 \x01(\t*\x93\x01\n\x10SecureQueryState\x12\"\n\x1eSECURE_QUERY_STATE_UNSPECIFIED\x10\x00\x12\x1b\n\x17SECURE_QUERY_STATE_OPEN\x10\x01\x12\x1d\n\x19SECURE_QUERY_STATE_CLOSED\x10\x02\x12\x1f\n\x1bSECURE_QUERY_STATE_RELEASED\x10\x03\x32s\n\x0e\x41ggregatorKeys\x12\x61\n\x13GetAggregatorConfig\x12).ldpcollect.v1.GetAggregatorConfigRequest\x1a\x1f.ldpcollect.v1.AggregatorConfig2\xbb\x02\n\x0fSecureCollector\x12R\n\x0eGetSecureQuery\x12$.ldpcollect.v1.GetSecureQueryRequest\x1a\x1a.ldpcollect.v1.SecureQuery\x12\x66\n\x11ListSecureQueries\x12\'.ldpcollect.v1.ListSecureQueriesRequest\x1a(.ldpcollect.v1.ListSecureQueriesResponse\x12l\n\x13UploadSecureReports\x12).ldpcollect.v1.UploadSecureReportsRequest\x1a*.ldpcollect.v1.UploadSecureReportsResponse2\x85\x04\n\x0bSecureAdmin\x12X\n\x11\x43reateSecureQuery\x12\'.ldpcollect.v1.CreateSecureQueryRequest\x1a\x1a.ldpcollect.v1.SecureQuery\x12R\n\x0eGetSecureQuery\x12$.ldpcollect.v1.GetSecureQueryRequest\x1a\x1a.ldpcollect.v1.SecureQuery\x12V\n\x10\x43loseSecureQuery\x12&.ldpcollect.v1.CloseSecureQueryRequest\x1a\x1a.ldpcollect.v1.SecureQuery\x12Z\n\rCollectShares\x12#.ldpcollect.v1.CollectSharesRequest\x1a$.ldpcollect.v1.CollectSharesResponse\x12I\n\x0fGetSecureLedger\x12\x1f.ldpcollect.v1.GetLedgerRequest\x1a\x15.ldpcollect.v1.Ledger\x12I\n\x0fSetSecureBudget\x12\x1f.ldpcollect.v1.SetBudgetRequest\x1a\x15.ldpcollect.v1.Ledgerb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aldpcollect/v1/secure.proto\x12\rldpcollect.v1\x1a\x1eldpcollect/v1/ldpcollect.proto\"\x88\x04\n\x0bSecureQuery\x12\x10\n\x08query_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12/\n\tmechanism\x18\x03 \x01(\x0b\x32\x1c.ldpcollect.v1.MechanismSpec\x12\x0f\n\x07targets\x18\x04 \x03(\x04\x12\x13\n\x0bmin_reports\x18\x05 \x01(\x04\x12\x13\n\x0bnoise_sigma\x18\x06 \x01(\t\x12\x1a\n\x12leader_hpke_config\x18\x07 \x01(\x0c\x12\x1a\n\x12helper_hpke_config\x18\x08 \x01(\x0c\x12\x1d\n\x15\x63ollector_hpke_config\x18\t \x01(\x0c\x12.\n\x05state\x18\n \x01(\x0e\x32\x1f.ldpcollect.v1.SecureQueryState\x12\x14\n\x0cupload_round\x18\x0b \x01(\r\x12\x1a\n\x12\x61ggregated_reports\x18\x0c \x01(\x04\x12\x17\n\x0fpending_reports\x18\r \x01(\x04\x12\x17\n\x0frefused_reports\x18\x0e \x01(\x04\x12\x16\n\x0erequire_tokens\x18\x0f \x01(\x08\x12\x14\n\x0ctoken_issuer\x18\x10 \x01(\t\x12\x15\n\rtoken_origins\x18\x11 \x03(\t\x12\x36\n\x0flocation_scheme\x18\x12 \x01(\x0b\x32\x1d.ldpcollect.v1.LocationScheme\")\n\x15GetSecureQueryRequest\x12\x10\n\x08query_id\x18\x01 \x01(\t\"\x1a\n\x18ListSecureQueriesRequest\"H\n\x19ListSecureQueriesResponse\x12+\n\x07queries\x18\x01 \x03(\x0b\x32\x1a.ldpcollect.v1.SecureQuery\"=\n\x1aUploadSecureReportsRequest\x12\x0f\n\x07reports\x18\x01 \x03(\x0c\x12\x0e\n\x06tokens\x18\x02 \x03(\x0c\"u\n\x1bUploadSecureReportsResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x04\x12\x12\n\nduplicates\x18\x02 \x01(\x04\x12\x30\n\x08rejected\x18\x03 \x03(\x0b\x32\x1e.ldpcollect.v1.ReportRejection\"\xb6\x02\n\x18\x43reateSecureQueryRequest\x12\x10\n\x08query_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12/\n\tmechanism\x18\x03 \x01(\x0b\x32\x1c.ldpcollect.v1.MechanismSpec\x12\x0f\n\x07targets\x18\x04 \x03(\x04\x12\x13\n\x0bmin_reports\x18\x05 \x01(\x04\x12\x13\n\x0bnoise_sigma\x18\x06 \x01(\t\x12\x1d\n\x15\x63ollector_hpke_config\x18\x07 \x01(\x0c\x12\x18\n\x10\x61llow_no_privacy\x18\x08 \x01(\x08\x12\x16\n\x0erequire_tokens\x18\t \x01(\x08\x12\x36\n\x0flocation_scheme\x18\n \x01(\x0b\x32\x1d.ldpcollect.v1.LocationScheme\"+\n\x17\x43loseSecureQueryRequest\x12\x10\n\x08query_id\x18\x01 \x01(\t\"(\n\x14\x43ollectSharesRequest\x12\x10\n\x08query_id\x18\x01 \x01(\t\"\xe4\x01\n\x15\x43ollectSharesResponse\x12)\n\x05query\x18\x01 \x01(\x0b\x32\x1a.ldpcollect.v1.SecureQuery\x12\x14\n\x0cleader_share\x18\x02 \x01(\x0c\x12\x14\n\x0chelper_share\x18\x03 \x01(\x0c\x12\x0f\n\x07reports\x18\x04 \x01(\x04\x12+\n\x06\x63laims\x18\x05 \x03(\x0b\x32\x1b.ldpcollect.v1.PrivacyClaim\x12\x1a\n\x12leader_noise_sigma\x18\x06 \x01(\t\x12\x1a\n\x12helper_noise_sigma\x18\x07 \x01(\t\"\x1c\n\x1aGetAggregatorConfigRequest\"a\n\x10\x41ggregatorConfig\x12\x13\n\x0bhpke_config\x18\x01 \x01(\x0c\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x11\n\tmin_batch\x18\x03 \x01(\x04\x12\x17\n\x0fmin_noise_sigma\x18\x04 \x01(\t*\x93\x01\n\x10SecureQueryState\x12\"\n\x1eSECURE_QUERY_STATE_UNSPECIFIED\x10\x00\x12\x1b\n\x17SECURE_QUERY_STATE_OPEN\x10\x01\x12\x1d\n\x19SECURE_QUERY_STATE_CLOSED\x10\x02\x12\x1f\n\x1bSECURE_QUERY_STATE_RELEASED\x10\x03\x32s\n\x0e\x41ggregatorKeys\x12\x61\n\x13GetAggregatorConfig\x12).ldpcollect.v1.GetAggregatorConfigRequest\x1a\x1f.ldpcollect.v1.AggregatorConfig2\xbb\x02\n\x0fSecureCollector\x12R\n\x0eGetSecureQuery\x12$.ldpcollect.v1.GetSecureQueryRequest\x1a\x1a.ldpcollect.v1.SecureQuery\x12\x66\n\x11ListSecureQueries\x12\'.ldpcollect.v1.ListSecureQueriesRequest\x1a(.ldpcollect.v1.ListSecureQueriesResponse\x12l\n\x13UploadSecureReports\x12).ldpcollect.v1.UploadSecureReportsRequest\x1a*.ldpcollect.v1.UploadSecureReportsResponse2\xed\x04\n\x0bSecureAdmin\x12X\n\x11\x43reateSecureQuery\x12\'.ldpcollect.v1.CreateSecureQueryRequest\x1a\x1a.ldpcollect.v1.SecureQuery\x12R\n\x0eGetSecureQuery\x12$.ldpcollect.v1.GetSecureQueryRequest\x1a\x1a.ldpcollect.v1.SecureQuery\x12\x66\n\x11ListSecureQueries\x12\'.ldpcollect.v1.ListSecureQueriesRequest\x1a(.ldpcollect.v1.ListSecureQueriesResponse\x12V\n\x10\x43loseSecureQuery\x12&.ldpcollect.v1.CloseSecureQueryRequest\x1a\x1a.ldpcollect.v1.SecureQuery\x12Z\n\rCollectShares\x12#.ldpcollect.v1.CollectSharesRequest\x1a$.ldpcollect.v1.CollectSharesResponse\x12I\n\x0fGetSecureLedger\x12\x1f.ldpcollect.v1.GetLedgerRequest\x1a\x15.ldpcollect.v1.Ledger\x12I\n\x0fSetSecureBudget\x12\x1f.ldpcollect.v1.SetBudgetRequest\x1a\x15.ldpcollect.v1.Ledgerb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ldpcollect.v1.secure_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SECUREQUERYSTATE']._serialized_start=1576
-  _globals['_SECUREQUERYSTATE']._serialized_end=1723
+  _globals['_SECUREQUERYSTATE']._serialized_start=1688
+  _globals['_SECUREQUERYSTATE']._serialized_end=1835
   _globals['_SECUREQUERY']._serialized_start=78
-  _globals['_SECUREQUERY']._serialized_end=542
-  _globals['_GETSECUREQUERYREQUEST']._serialized_start=544
-  _globals['_GETSECUREQUERYREQUEST']._serialized_end=585
-  _globals['_LISTSECUREQUERIESREQUEST']._serialized_start=587
-  _globals['_LISTSECUREQUERIESREQUEST']._serialized_end=613
-  _globals['_LISTSECUREQUERIESRESPONSE']._serialized_start=615
-  _globals['_LISTSECUREQUERIESRESPONSE']._serialized_end=687
-  _globals['_UPLOADSECUREREPORTSREQUEST']._serialized_start=689
-  _globals['_UPLOADSECUREREPORTSREQUEST']._serialized_end=750
-  _globals['_UPLOADSECUREREPORTSRESPONSE']._serialized_start=752
-  _globals['_UPLOADSECUREREPORTSRESPONSE']._serialized_end=869
-  _globals['_CREATESECUREQUERYREQUEST']._serialized_start=872
-  _globals['_CREATESECUREQUERYREQUEST']._serialized_end=1126
-  _globals['_CLOSESECUREQUERYREQUEST']._serialized_start=1128
-  _globals['_CLOSESECUREQUERYREQUEST']._serialized_end=1171
-  _globals['_COLLECTSHARESREQUEST']._serialized_start=1173
-  _globals['_COLLECTSHARESREQUEST']._serialized_end=1213
-  _globals['_COLLECTSHARESRESPONSE']._serialized_start=1216
-  _globals['_COLLECTSHARESRESPONSE']._serialized_end=1444
-  _globals['_GETAGGREGATORCONFIGREQUEST']._serialized_start=1446
-  _globals['_GETAGGREGATORCONFIGREQUEST']._serialized_end=1474
-  _globals['_AGGREGATORCONFIG']._serialized_start=1476
-  _globals['_AGGREGATORCONFIG']._serialized_end=1573
-  _globals['_AGGREGATORKEYS']._serialized_start=1725
-  _globals['_AGGREGATORKEYS']._serialized_end=1840
-  _globals['_SECURECOLLECTOR']._serialized_start=1843
-  _globals['_SECURECOLLECTOR']._serialized_end=2158
-  _globals['_SECUREADMIN']._serialized_start=2161
-  _globals['_SECUREADMIN']._serialized_end=2678
+  _globals['_SECUREQUERY']._serialized_end=598
+  _globals['_GETSECUREQUERYREQUEST']._serialized_start=600
+  _globals['_GETSECUREQUERYREQUEST']._serialized_end=641
+  _globals['_LISTSECUREQUERIESREQUEST']._serialized_start=643
+  _globals['_LISTSECUREQUERIESREQUEST']._serialized_end=669
+  _globals['_LISTSECUREQUERIESRESPONSE']._serialized_start=671
+  _globals['_LISTSECUREQUERIESRESPONSE']._serialized_end=743
+  _globals['_UPLOADSECUREREPORTSREQUEST']._serialized_start=745
+  _globals['_UPLOADSECUREREPORTSREQUEST']._serialized_end=806
+  _globals['_UPLOADSECUREREPORTSRESPONSE']._serialized_start=808
+  _globals['_UPLOADSECUREREPORTSRESPONSE']._serialized_end=925
+  _globals['_CREATESECUREQUERYREQUEST']._serialized_start=928
+  _globals['_CREATESECUREQUERYREQUEST']._serialized_end=1238
+  _globals['_CLOSESECUREQUERYREQUEST']._serialized_start=1240
+  _globals['_CLOSESECUREQUERYREQUEST']._serialized_end=1283
+  _globals['_COLLECTSHARESREQUEST']._serialized_start=1285
+  _globals['_COLLECTSHARESREQUEST']._serialized_end=1325
+  _globals['_COLLECTSHARESRESPONSE']._serialized_start=1328
+  _globals['_COLLECTSHARESRESPONSE']._serialized_end=1556
+  _globals['_GETAGGREGATORCONFIGREQUEST']._serialized_start=1558
+  _globals['_GETAGGREGATORCONFIGREQUEST']._serialized_end=1586
+  _globals['_AGGREGATORCONFIG']._serialized_start=1588
+  _globals['_AGGREGATORCONFIG']._serialized_end=1685
+  _globals['_AGGREGATORKEYS']._serialized_start=1837
+  _globals['_AGGREGATORKEYS']._serialized_end=1952
+  _globals['_SECURECOLLECTOR']._serialized_start=1955
+  _globals['_SECURECOLLECTOR']._serialized_end=2270
+  _globals['_SECUREADMIN']._serialized_start=2273
+  _globals['_SECUREADMIN']._serialized_end=2894
 # @@protoc_insertion_point(module_scope)

@@ -68,6 +68,7 @@ class SecureQuery(_message.Message):
     REQUIRE_TOKENS_FIELD_NUMBER: _builtins.int
     TOKEN_ISSUER_FIELD_NUMBER: _builtins.int
     TOKEN_ORIGINS_FIELD_NUMBER: _builtins.int
+    LOCATION_SCHEME_FIELD_NUMBER: _builtins.int
     query_id: _builtins.str
     description: _builtins.str
     min_reports: _builtins.int
@@ -109,6 +110,12 @@ class SecureQuery(_message.Message):
 
     @_builtins.property
     def token_origins(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def location_scheme(self) -> _ldpcollect_pb2.LocationScheme:
+        """How a device maps its location to a target id (grid or H3 at a resolution), as in a
+        trusted Query: a device locates itself with it, a release draws its cells with it.
+        """
+
     def __init__(
         self,
         *,
@@ -129,10 +136,11 @@ class SecureQuery(_message.Message):
         require_tokens: _builtins.bool = ...,
         token_issuer: _builtins.str = ...,
         token_origins: _abc.Iterable[_builtins.str] | None = ...,
+        location_scheme: _ldpcollect_pb2.LocationScheme | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["mechanism", b"mechanism"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["location_scheme", b"location_scheme", "mechanism", b"mechanism"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["aggregated_reports", b"aggregated_reports", "collector_hpke_config", b"collector_hpke_config", "description", b"description", "helper_hpke_config", b"helper_hpke_config", "leader_hpke_config", b"leader_hpke_config", "mechanism", b"mechanism", "min_reports", b"min_reports", "noise_sigma", b"noise_sigma", "pending_reports", b"pending_reports", "query_id", b"query_id", "refused_reports", b"refused_reports", "require_tokens", b"require_tokens", "state", b"state", "targets", b"targets", "token_issuer", b"token_issuer", "token_origins", b"token_origins", "upload_round", b"upload_round"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["aggregated_reports", b"aggregated_reports", "collector_hpke_config", b"collector_hpke_config", "description", b"description", "helper_hpke_config", b"helper_hpke_config", "leader_hpke_config", b"leader_hpke_config", "location_scheme", b"location_scheme", "mechanism", b"mechanism", "min_reports", b"min_reports", "noise_sigma", b"noise_sigma", "pending_reports", b"pending_reports", "query_id", b"query_id", "refused_reports", b"refused_reports", "require_tokens", b"require_tokens", "state", b"state", "targets", b"targets", "token_issuer", b"token_issuer", "token_origins", b"token_origins", "upload_round", b"upload_round"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -265,6 +273,7 @@ class CreateSecureQueryRequest(_message.Message):
     COLLECTOR_HPKE_CONFIG_FIELD_NUMBER: _builtins.int
     ALLOW_NO_PRIVACY_FIELD_NUMBER: _builtins.int
     REQUIRE_TOKENS_FIELD_NUMBER: _builtins.int
+    LOCATION_SCHEME_FIELD_NUMBER: _builtins.int
     query_id: _builtins.str
     description: _builtins.str
     min_reports: _builtins.int
@@ -280,6 +289,10 @@ class CreateSecureQueryRequest(_message.Message):
     def mechanism(self) -> _ldpcollect_pb2.MechanismSpec: ...
     @_builtins.property
     def targets(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def location_scheme(self) -> _ldpcollect_pb2.LocationScheme:
+        """The targets' location scheme (unset: the grid)."""
+
     def __init__(
         self,
         *,
@@ -292,10 +305,11 @@ class CreateSecureQueryRequest(_message.Message):
         collector_hpke_config: _builtins.bytes = ...,
         allow_no_privacy: _builtins.bool = ...,
         require_tokens: _builtins.bool = ...,
+        location_scheme: _ldpcollect_pb2.LocationScheme | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["mechanism", b"mechanism"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["location_scheme", b"location_scheme", "mechanism", b"mechanism"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_no_privacy", b"allow_no_privacy", "collector_hpke_config", b"collector_hpke_config", "description", b"description", "mechanism", b"mechanism", "min_reports", b"min_reports", "noise_sigma", b"noise_sigma", "query_id", b"query_id", "require_tokens", b"require_tokens", "targets", b"targets"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_no_privacy", b"allow_no_privacy", "collector_hpke_config", b"collector_hpke_config", "description", b"description", "location_scheme", b"location_scheme", "mechanism", b"mechanism", "min_reports", b"min_reports", "noise_sigma", b"noise_sigma", "query_id", b"query_id", "require_tokens", b"require_tokens", "targets", b"targets"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -275,6 +275,11 @@ class SecureAdminStub:
                 request_serializer=ldpcollect_dot_v1_dot_secure__pb2.GetSecureQueryRequest.SerializeToString,
                 response_deserializer=ldpcollect_dot_v1_dot_secure__pb2.SecureQuery.FromString,
                 _registered_method=True)
+        self.ListSecureQueries = channel.unary_unary(
+                '/ldpcollect.v1.SecureAdmin/ListSecureQueries',
+                request_serializer=ldpcollect_dot_v1_dot_secure__pb2.ListSecureQueriesRequest.SerializeToString,
+                response_deserializer=ldpcollect_dot_v1_dot_secure__pb2.ListSecureQueriesResponse.FromString,
+                _registered_method=True)
         self.CloseSecureQuery = channel.unary_unary(
                 '/ldpcollect.v1.SecureAdmin/CloseSecureQuery',
                 request_serializer=ldpcollect_dot_v1_dot_secure__pb2.CloseSecureQueryRequest.SerializeToString,
@@ -308,6 +313,13 @@ class SecureAdminServicer:
 
     def GetSecureQuery(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSecureQueries(self, request, context):
+        """Every secure query, whatever its state (SecureCollector's list has only open ones).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -350,6 +362,11 @@ def add_SecureAdminServicer_to_server(servicer, server):
                     servicer.GetSecureQuery,
                     request_deserializer=ldpcollect_dot_v1_dot_secure__pb2.GetSecureQueryRequest.FromString,
                     response_serializer=ldpcollect_dot_v1_dot_secure__pb2.SecureQuery.SerializeToString,
+            ),
+            'ListSecureQueries': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSecureQueries,
+                    request_deserializer=ldpcollect_dot_v1_dot_secure__pb2.ListSecureQueriesRequest.FromString,
+                    response_serializer=ldpcollect_dot_v1_dot_secure__pb2.ListSecureQueriesResponse.SerializeToString,
             ),
             'CloseSecureQuery': grpc.unary_unary_rpc_method_handler(
                     servicer.CloseSecureQuery,
@@ -426,6 +443,33 @@ class SecureAdmin:
             '/ldpcollect.v1.SecureAdmin/GetSecureQuery',
             ldpcollect_dot_v1_dot_secure__pb2.GetSecureQueryRequest.SerializeToString,
             ldpcollect_dot_v1_dot_secure__pb2.SecureQuery.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSecureQueries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ldpcollect.v1.SecureAdmin/ListSecureQueries',
+            ldpcollect_dot_v1_dot_secure__pb2.ListSecureQueriesRequest.SerializeToString,
+            ldpcollect_dot_v1_dot_secure__pb2.ListSecureQueriesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -104,6 +104,8 @@ class SecureAdminStub:
     def __new__(cls, channel: _aio.Channel) -> SecureAdminAsyncStub: ...
     CreateSecureQuery: _grpc.UnaryUnaryMultiCallable[_secure_pb2.CreateSecureQueryRequest, _secure_pb2.SecureQuery]
     GetSecureQuery: _grpc.UnaryUnaryMultiCallable[_secure_pb2.GetSecureQueryRequest, _secure_pb2.SecureQuery]
+    ListSecureQueries: _grpc.UnaryUnaryMultiCallable[_secure_pb2.ListSecureQueriesRequest, _secure_pb2.ListSecureQueriesResponse]
+    """Every secure query, whatever its state (SecureCollector's list has only open ones)."""
     CloseSecureQuery: _grpc.UnaryUnaryMultiCallable[_secure_pb2.CloseSecureQueryRequest, _secure_pb2.SecureQuery]
     CollectShares: _grpc.UnaryUnaryMultiCallable[_secure_pb2.CollectSharesRequest, _secure_pb2.CollectSharesResponse]
     """Release once: needs the query closed, every report aggregated and min_reports reached."""
@@ -116,6 +118,8 @@ class SecureAdminAsyncStub(SecureAdminStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     CreateSecureQuery: _aio.UnaryUnaryMultiCallable[_secure_pb2.CreateSecureQueryRequest, _secure_pb2.SecureQuery]  # type: ignore[assignment]
     GetSecureQuery: _aio.UnaryUnaryMultiCallable[_secure_pb2.GetSecureQueryRequest, _secure_pb2.SecureQuery]  # type: ignore[assignment]
+    ListSecureQueries: _aio.UnaryUnaryMultiCallable[_secure_pb2.ListSecureQueriesRequest, _secure_pb2.ListSecureQueriesResponse]  # type: ignore[assignment]
+    """Every secure query, whatever its state (SecureCollector's list has only open ones)."""
     CloseSecureQuery: _aio.UnaryUnaryMultiCallable[_secure_pb2.CloseSecureQueryRequest, _secure_pb2.SecureQuery]  # type: ignore[assignment]
     CollectShares: _aio.UnaryUnaryMultiCallable[_secure_pb2.CollectSharesRequest, _secure_pb2.CollectSharesResponse]  # type: ignore[assignment]
     """Release once: needs the query closed, every report aggregated and min_reports reached."""
@@ -137,6 +141,14 @@ class SecureAdminServicer(metaclass=_abc_1.ABCMeta):
         request: _secure_pb2.GetSecureQueryRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_secure_pb2.SecureQuery, _abc.Awaitable[_secure_pb2.SecureQuery]]: ...
+
+    @_abc_1.abstractmethod
+    def ListSecureQueries(
+        self,
+        request: _secure_pb2.ListSecureQueriesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_secure_pb2.ListSecureQueriesResponse, _abc.Awaitable[_secure_pb2.ListSecureQueriesResponse]]:
+        """Every secure query, whatever its state (SecureCollector's list has only open ones)."""
 
     @_abc_1.abstractmethod
     def CloseSecureQuery(

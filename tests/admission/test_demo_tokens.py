@@ -1,5 +1,6 @@
-"""`ldpcollect demo --tokens`: an issuer process beside the aggregator, every query requiring
-tokens, every simulated device enrolled and counted."""
+"""`ldpcollect demo --tokens`: an issuer process beside the aggregator, every query (RR at the
+trusted aggregator, SP on the leader and helper) requiring tokens, every simulated device
+enrolled and counted."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""`ldpcollect demo` with post-processing and maps: the effect on error is reported against the
-truth, and every release gets a PNG and an HTML map."""
+"""`ldpcollect demo` with post-processing and maps: RR at a trusted aggregator, both SP
+queries on a leader and a helper; the effect on error is reported against the truth, and every
+release gets a PNG and an HTML map."""
 
 from __future__ import annotations
 
@@ -26,6 +27,12 @@ def test_demo_reports_post_processed_error_and_draws_maps(tmp_path: Path) -> Non
         errors = out["errors"][name]
         assert errors["rmse"] == out["rmse"][name]
         assert errors["rmse_norm-sub"] >= 0 and errors["mae_norm-sub"] >= 0
+    # SP ran on two aggregators: its releases state the three views of secure mode.
+    for name in ("sp", "sp_noise"):
+        views = {c["view"] for c in out["releases"][name]["claims"]}
+        assert views == {"aggregator", "collector+aggregator", "public"}
+        assert out["fleet"][name]["rounds"][0]["accepted"] == 3000
+    assert {c["view"] for c in out["releases"]["rr"]["claims"]} == {"public", "aggregator"}
     # Norm-Sub projects onto non-negative vectors with the released total; the truth is
     # non-negative, so for RR's noisy near-zero cells it helps (with the demo's fixed seed).
     assert out["errors"]["rr"]["rmse_norm-sub"] <= out["errors"]["rr"]["rmse"]

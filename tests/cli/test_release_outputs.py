@@ -72,6 +72,8 @@ def test_release_writes_maps_geojson_and_csv_with_hex_ids(
     for path in files.values():
         assert f"wrote {path}" in out.stdout.replace("\n", "")
     assert "against the truth: RMSE" in out.stdout and "clip: RMSE" in out.stdout
+    # A trusted SP release says what its one operator learnt.
+    assert "learns the exact cell of every device selected" in " ".join(out.stdout.split())
 
     width, height = _png_size(files["m.png"])
     assert width > 1000 and height > 400

@@ -118,9 +118,9 @@ def test_errors_print_code_and_message_without_traceback(server: str) -> None:
 
 
 def test_demo_json_small(tmp_path: Path) -> None:
-    done = cli("demo", "--devices", "3000", "--json")
+    done = cli("demo", "--devices", "1000", "--json")
     out = json.loads(done.stdout)
-    assert len(out["targets"]) == 100
+    assert len(out["targets"]) == 25  # the 5 x 5 busiest block
     assert set(out["releases"]) == {"rr", "sp", "sp_noise"}
     for name in ("rr", "sp", "sp_noise"):
         release = out["releases"][name]

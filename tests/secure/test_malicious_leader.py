@@ -148,9 +148,10 @@ def test_a_helper_with_no_policy_options_refuses_a_query_with_min_reports_1(
 ) -> None:
     rr = ["--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3", "--targets", "1,2,3"]
     create_cli = [
-        "secure",
+        "query",
         "create",
-        "-q",
+        "--secure",
+        "--id",
         "tiny",
         *rr,
         "--collector-key",
@@ -311,13 +312,13 @@ def test_malicious_leader_substituting_the_helper_key_is_refused_by_every_device
     pinned = setup.helper.db.with_name(setup.helper.db.name + ".hpke-helper.config")
     for source in (["--helper", setup.helper.address], ["--helper-config", str(pinned)]):
         done = run_cli(
-            ADMIN, "secure", "simulate", "-q", "forged", "-n", "5", *source,
+            ADMIN, "fleet", "run", "--no-progress", "--query", "forged", "-n", "5", *source,
             server=setup.leader.address, ok=False,
         )  # fmt: skip
         assert done.returncode == 1, done.stderr
         assert "refusing to upload" in done.stderr and "helper publishes" in done.stderr
     bare = run_cli(
-        ADMIN, "secure", "simulate", "-q", "forged", server=setup.leader.address, ok=False
+        ADMIN, "fleet", "run", "--query", "forged", server=setup.leader.address, ok=False
     )
     assert bare.returncode == 2 and "--helper" in bare.stderr
     with leader_channel(setup) as channel:

@@ -1,7 +1,7 @@
 """The README's by-hand run through the real CLI: a helper serving mutual TLS with its own
 policy, a leader reaching it with --helper-tls-ca and its client certificate, `ldpcollect
-secure create|simulate` (devices fetch the helper's key from its public port, or pin its
-published config), and `ldpcollect release --secure --json` opening both shares with the
+query create --secure` and `fleet run` (devices fetch the helper's key from its public port,
+or pin its published config), and `ldpcollect release --json` opening both shares with the
 collector key file."""
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ def mutual_tls_helper(tmp_path: Path, tls: TlsFiles, *policy: str) -> Role:
     return helper
 
 
-def test_by_hand_with_a_mutual_tls_helper_and_release_secure(tmp_path: Path) -> None:
+def test_by_hand_with_a_mutual_tls_helper_and_the_query_fleet_release_commands(
+    tmp_path: Path,
+) -> None:
     tls = make_tls_files(tmp_path)
     helper = mutual_tls_helper(tmp_path, tls, "--min-batch", "20", "--public-listen", "127.0.0.1:0")
     assert "(mutual TLS," in helper.ready_line
@@ -50,18 +52,18 @@ def test_by_hand_with_a_mutual_tls_helper_and_release_secure(tmp_path: Path) -> 
         leader.start()
         server = leader.address
         rr = ["--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3", "--targets", "1,2,3"]
-        create = ["secure", "create", "-q", "hand", *rr, "--min-reports", "20"]
+        create = ["query", "create", "--secure", "--id", "hand", *rr, "--min-reports", "20"]
         run_cli(ADMIN, *create, "--collector-key", key, server=server)
         # devices take the helper's key from the helper (its public port: the main one
         # wants the leader's client certificate), or from the file its operator publishes
         public = "127.0.0.1:" + helper.ready_line.split("its key on port ")[1].split(")")[0]
         from_helper = ["--helper", public, "--helper-tls-ca", str(tls.ca)]
-        simulate = ["secure", "simulate", "-q", "hand", "-n", "30", *from_helper]
-        run_cli(ADMIN, *simulate, server=server)
-        pinning = ["secure", "simulate", "--helper-config", str(pinned)]
-        bad = run_cli(ADMIN, *pinning, "-q", "nope", server=server, ok=False)
+        fleet = ["fleet", "run", "--no-progress", "--query", "hand", "-n", "30", *from_helper]
+        run_cli(ADMIN, *fleet, server=server)
+        pinning = ["fleet", "run", "--no-progress", "--helper-config", str(pinned)]
+        bad = run_cli(ADMIN, *pinning, "--query", "nope", server=server, ok=False)
         assert bad.returncode == 1 and "NOT_FOUND" in bad.stderr
-        release = ["release", "--secure", "-q", "hand", "--collector-key", key, "--json"]
+        release = ["release", "-q", "hand", "--collector-key", key, "--json"]
         done = run_cli(ADMIN, *release, server=server)
         metrics_port = leader.ready_line.split("metrics on port ")[1].split(")")[0]
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics") as page:
@@ -70,8 +72,8 @@ def test_by_hand_with_a_mutual_tls_helper_and_release_secure(tmp_path: Path) -> 
         leader.stop()
         helper.stop()
     data = json.loads(done.stdout)
-    assert data["release"]["participants"] == 30
-    assert [e["location_id"] for e in data["release"]["estimates"]] == [1, 2, 3]
+    assert data["secure"] is True and data["participants"] == 30
+    assert [e["location_id"] for e in data["estimates"]] == [1, 2, 3]
     assert set(data["views"]) == {"aggregator", "collector+aggregator", "public"}
     assert (Path(key).stat().st_mode & 0o777) == 0o600
     assert 'ldpcollect_secure_uploads_total{outcome="accepted"} 30.0' in metrics
@@ -140,8 +142,9 @@ def test_a_mutual_tls_helper_refuses_a_leader_without_its_client_certificate(
         rr = ["--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3", "--targets", "1,2,3"]
         key = str(tmp_path / "collector.key")
         done = run_cli(
-            ADMIN, "secure", "create", *rr, "--collector-key", key, server=leader.address, ok=False
-        )
+            ADMIN, "query", "create", "--secure", *rr, "--collector-key", key,
+            server=leader.address, ok=False,
+        )  # fmt: skip
     finally:
         leader.stop()
         helper.stop()

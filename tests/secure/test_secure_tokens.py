@@ -229,13 +229,14 @@ def test_tokens_of_two_devices_differ_only_in_nonce_and_signature(setup: Setup) 
     assert a.nonce != b.nonce and a.authenticator != b.authenticator
 
 
-def test_secure_simulate_fetches_a_token_per_device_and_the_release_counts_them(
+def test_a_fleet_fetches_a_token_per_device_and_the_release_counts_them(
     setup: Setup,
 ) -> None:
     leader = setup.pair.leader.address
     collector = setup.issuer.state_dir.parent / "cli-collector.key"
     created = run_cli(
-        ADMIN, "secure", "create", "--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3",
+        ADMIN, "query", "create", "--secure", "--mechanism", "rr", "--flip1", "0.85",
+        "--flip2", "0.3",
         "--targets", "21,22", "--min-reports", "12", "--require-tokens",
         "--collector-key", str(collector), "--json", server=leader,
     )  # fmt: skip
@@ -243,23 +244,21 @@ def test_secure_simulate_fetches_a_token_per_device_and_the_release_counts_them(
     assert query["require_tokens"] is True
     assert query["token_issuer"] == setup.issuer.address
     helper = ("--helper", setup.pair.helper.address)
-    without = run_cli(
-        ADMIN, "secure", "simulate", "-q", query["query_id"], "-n", "3", *helper,
-        server=leader, ok=False,
-    )  # fmt: skip
+    fleet = ["fleet", "run", "--no-progress", "--query", query["query_id"], *helper]
+    without = run_cli(ADMIN, *fleet, "-n", "3", server=leader, ok=False)
     assert without.returncode != 0 and "--issuer" in without.stderr
     sent = run_cli(
-        ADMIN, "secure", "simulate", "-q", query["query_id"], "-n", "12", *helper,
-        "--issuer", setup.issuer.address,
+        ADMIN, *fleet, "-n", "12", "--json", "--issuer", setup.issuer.address,
         "--enrollment-key", str(setup.issuer.state_dir / "enrollment.key"),
         server=leader,
     )  # fmt: skip
-    assert "12 reports acknowledged (0 duplicates)" in sent.stdout, sent.stdout
+    [upload] = json.loads(sent.stdout)["rounds"]
+    assert (upload["accepted"], upload["duplicates"], upload["failed"]) == (12, 0, 0)
     released = run_cli(
-        ADMIN, "secure", "release", "-q", query["query_id"],
+        ADMIN, "release", "-q", query["query_id"],
         "--collector-key", str(collector), "--json", server=leader,
     )  # fmt: skip
-    assert json.loads(released.stdout)["release"]["participants"] == 12
+    assert json.loads(released.stdout)["participants"] == 12
 
 
 def test_creating_a_token_query_needs_a_token_directory_at_both(
@@ -346,3 +345,35 @@ def test_a_leader_restarted_without_its_directory_refuses_token_uploads(setup: S
         done = upload(channel, [body], tokens=[token])
         assert (done.accepted, list(done.rejected)) == (1, [])
         assert aggregated(channel, device.query.query_id).aggregated_reports == 1
+
+
+def test_the_device_sdk_fetches_saves_and_resends_its_token_with_its_sealed_pair(
+    setup: Setup, tmp_path: Path
+) -> None:
+    from client.device import Device
+    from ldpcollect import geo
+
+    with setup.pair.channel() as channel, grpc.insecure_channel(setup.issuer.address) as ic:
+        query = token_query(setup, channel, SP).query
+        lat, lon = geo.DEFAULT_CENTER
+        state = tmp_path / "device.json"
+        helper = setup.pair.helper_config()
+        without = Device(tmp_path / "none.json", lat, lon, helper_config=lambda q: helper)
+        [refused] = without.participate(channel, query_ids=[query.query_id])
+        assert (refused.status, refused.code) == ("failed", "UNAUTHENTICATED")
+        device = Device(
+            state, lat, lon, issuer=setup.client(ic, "dev-1"), helper_config=lambda q: helper
+        )
+        [sent] = device.participate(channel, query_ids=[query.query_id])
+        assert sent.status == "accepted"
+        saved = json.loads(state.read_text())["queries"][query.query_id]
+        assert len(saved["tokens"]) == 2 and saved["tokens"][1]  # the pair's (round 2) token
+        saved["acked"] = [False, False]  # the acknowledgement was lost
+        whole = json.loads(state.read_text())
+        whole["queries"][query.query_id] = saved
+        state.write_text(json.dumps(whole))
+        restarted = Device(state, lat, lon, helper_config=lambda q: helper)
+        [again] = restarted.participate(channel, query_ids=[query.query_id])
+        assert again.status == "duplicate"  # same bytes, same token: no issuer needed
+        assert aggregated(channel, query.query_id).aggregated_reports == 1
+        assert len(spent_nonces(setup.pair.leader.db, query.query_id)) == 1
