@@ -58,6 +58,7 @@ def claim_to_proto(claim: dict[str, Any]) -> pb.PrivacyClaim:
         explanation=c.explanation,
         headline=c.headline,
         figures=c.figures,
+        reveal_probability=c.reveal_probability,
     )
 
 

@@ -42,16 +42,27 @@ def _show(data: dict[str, Any], as_json: bool, title: str) -> None:
     table = Table(title=title)
     table.add_column("figure")
     table.add_column("value (rounded up)")
+    table.add_column("meaning")
     from ldpcollect.accounting.conversions import round_up
 
-    for key, value in data.items():
-        if isinstance(value, dict | list):
-            continue
+    def shown(value: object) -> str:
         if isinstance(value, float):
-            shown = "inf" if math.isinf(value) else f"{round_up(value):.6g}"
-        else:
-            shown = "none" if value is None else str(value)
-        table.add_row(key, shown)
+            return "inf" if math.isinf(value) else f"{round_up(value):.6g}"
+        return "none" if value is None else str(value)
+
+    if "unbounded" in data:  # the headline first: the figure to publish
+        eps = "NONE (unbounded)" if data["unbounded"] else shown(data["epsilon"])
+        table.add_row("EPSILON (publish this)", eps, str(data.get("words", "")))
+    for key, value in data.items():
+        if isinstance(value, dict | list) or key in ("epsilon", "unbounded", "words"):
+            continue
+        table.add_row(key, shown(value), "")
+    details = data.get("details", {})
+    for name, detail in details.items():
+        figure = next((detail[k] for k in ("epsilon", "rho") if k in detail), None)
+        label = "rho" if "rho" in detail else "epsilon"
+        sentence = str(detail.get("sentence", detail.get("explanation", "")))
+        table.add_row(f"  details: {name} ({label})", shown(figure), sentence)
     console = Console()
     console.print(table)
     for note in data.get("notes", []):
@@ -82,11 +93,23 @@ def convert(
             raise ParameterError("rho/epsilon", None, "exactly one of --rho or --epsilon")
         if rho is not None:
             data: dict[str, Any] = {
-                "rho": rho,
+                "epsilon": cks_epsilon(rho, delta),
                 "delta": delta,
-                "eps_cks": cks_epsilon(rho, delta),
-                "eps_bun_steinke": bun_steinke_epsilon(rho, delta),
-                "delta_cks_at_eps_0": cks_delta(rho, 0.0),
+                "unbounded": False,
+                "words": "rho-zCDP converted by Canonne-Kamath-Steinke (tight)",
+                "rho": rho,
+                "details": {
+                    "bun_steinke": {
+                        "epsilon": bun_steinke_epsilon(rho, delta),
+                        "delta": delta,
+                        "sentence": "the conservative conversion (Bun-Steinke)",
+                    },
+                    "delta_at_epsilon_0": {
+                        "epsilon": 0.0,
+                        "delta": cks_delta(rho, 0.0),
+                        "sentence": "the delta at which epsilon 0 holds (CKS)",
+                    },
+                },
             }
         else:
             assert epsilon is not None

@@ -39,6 +39,7 @@ from ldpcollect.accounting.odometer import rounded_up
 from ldpcollect.accounting.release_cost import FILTER_ORDERS, PrivacyClaim
 from ldpcollect.accounting.renyi_filter import admits, claim_curve, order_budgets, used_fraction
 from ldpcollect.errors import ParameterError
+from ldpcollect.privacy_headline import Headline, ledger_headline, release_headline
 
 DEFAULT_ODOMETER_DELTA = 1e-6
 
@@ -71,6 +72,15 @@ def _view(claims: tuple[PrivacyClaim, ...] | list[PrivacyClaim], view: str) -> P
         if claim.view == view:
             return claim
     raise ParameterError("claims", [c.view for c in claims], f"a list holding a {view!r} claim")
+
+
+def _headline_fields(headline: Headline) -> dict[str, object]:
+    return {
+        "epsilon": headline.epsilon,
+        "delta": headline.delta,
+        "unbounded": headline.unbounded,
+        "privacy": headline.words,
+    }
 
 
 def _num(value: float) -> float | None:
@@ -295,7 +305,15 @@ class PrivacyLedger:
                 "odometer is the figure valid at any time."
             )
         pure_sum = [r.public().pure_epsilon for r in self.releases]
+        claims = [[c.to_json() for c in r.claims] for r in self.releases]
+        headline = ledger_headline(
+            _num(odo["epsilon"]), odo["delta"], str(odo["method"]), claims, self.claims_delta
+        )
         summary: dict[str, Any] = {
+            "epsilon": headline.epsilon,
+            "delta": headline.delta,
+            "unbounded": headline.unbounded,
+            "privacy": headline.to_json(),
             "budget": {
                 "epsilon": self.epsilon,
                 "delta": self.delta,
@@ -327,11 +345,12 @@ class PrivacyLedger:
             "releases": [
                 {
                     "query_id": r.query_id,
+                    **_headline_fields(release_headline(c)),
                     "released_at": r.released_at,
                     "charged": _num(self.cost(r.claims)) if mode != "none" else None,
-                    "claims": [c.to_json() for c in r.claims],
+                    "claims": c,
                 }
-                for r in self.releases
+                for r, c in zip(self.releases, claims, strict=True)
             ],
             "notes": notes,
         }
@@ -350,6 +369,11 @@ class PrivacyLedger:
             if value is None
         }
         return summary
+
+    @property
+    def claims_delta(self) -> float:
+        """The delta new releases' claims are stated at: the budget's, else the reporting one."""
+        return self.delta if self.mode in ("zcdp", "renyi") else DEFAULT_ODOMETER_DELTA
 
     def _delta_for_reading(self) -> float:
         return self.delta if self.mode == "zcdp" else self.odometer_delta

@@ -355,11 +355,12 @@ def _sp_claims(
     aggregator = PrivacyClaim(
         view="aggregator",
         guarantee="approximate" if s < 1 else "none",
-        epsilon=0.0 if s < 1 else math.inf,
-        delta=s_float if s < 1 else delta,
-        epsilon_bun_steinke=0.0 if s < 1 else math.inf,
+        epsilon=math.inf,
+        delta=delta,
+        epsilon_bun_steinke=math.inf,
         rho=None,
         pure_epsilon=None,
+        reveal_probability=s_float if s < 1 else None,
         explanation=(
             f"{linked} In the trusted model the aggregator receives both rounds of each device "
             "under one pseudonym, so this is its view. A party that sees only one round of a "
@@ -371,11 +372,12 @@ def _sp_claims(
         public = PrivacyClaim(
             view="public",
             guarantee="approximate" if s < 1 else "none",
-            epsilon=0.0 if s < 1 else math.inf,
-            delta=s_float if s < 1 else delta,
-            epsilon_bun_steinke=0.0 if s < 1 else math.inf,
+            epsilon=math.inf,
+            delta=delta,
+            epsilon_bun_steinke=math.inf,
             rho=None,
             pure_epsilon=None,
+            reveal_probability=s_float if s < 1 else None,
             explanation=(
                 "Sampling Privacy without release noise: the released pair (Y1, Y2) per target "
                 "reveals the number selected there exactly (Y2 - Y1). If a target has no other "

@@ -622,6 +622,7 @@ class PrivacyClaim(_message.Message):
     EXPLANATION_FIELD_NUMBER: _builtins.int
     HEADLINE_FIELD_NUMBER: _builtins.int
     FIGURES_FIELD_NUMBER: _builtins.int
+    REVEAL_PROBABILITY_FIELD_NUMBER: _builtins.int
     view: _builtins.str
     """"public" (released aggregates only) or "aggregator" (what the trust model shows it)."""
     guarantee: _builtins.str
@@ -639,6 +640,10 @@ class PrivacyClaim(_message.Message):
     """What this claim means and where it is weak, for a person."""
     headline: _builtins.str
     """The method that gives `epsilon` (e.g. "count_level", "sp_exact_pair", "local_exact")."""
+    reveal_probability: _builtins.float
+    """Set when no finite epsilon holds at `delta` because the view reveals a device's location
+    exactly with this probability (Sampling Privacy without release noise: (0, s)-DP only).
+    """
     @_builtins.property
     def figures(self) -> _containers.ScalarMap[_builtins.str, _builtins.float]:
         """Other valid epsilons at `delta`, by method; +inf where a method gives no finite bound."""
@@ -656,17 +661,22 @@ class PrivacyClaim(_message.Message):
         explanation: _builtins.str = ...,
         headline: _builtins.str = ...,
         figures: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
+        reveal_probability: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_pure_epsilon", b"_pure_epsilon", "_rho", b"_rho", "pure_epsilon", b"pure_epsilon", "rho", b"rho"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_pure_epsilon", b"_pure_epsilon", "_reveal_probability", b"_reveal_probability", "_rho", b"_rho", "pure_epsilon", b"pure_epsilon", "reveal_probability", b"reveal_probability", "rho", b"rho"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_pure_epsilon", b"_pure_epsilon", "_rho", b"_rho", "delta", b"delta", "epsilon", b"epsilon", "epsilon_bun_steinke", b"epsilon_bun_steinke", "explanation", b"explanation", "figures", b"figures", "guarantee", b"guarantee", "headline", b"headline", "pure_epsilon", b"pure_epsilon", "rho", b"rho", "view", b"view"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_pure_epsilon", b"_pure_epsilon", "_reveal_probability", b"_reveal_probability", "_rho", b"_rho", "delta", b"delta", "epsilon", b"epsilon", "epsilon_bun_steinke", b"epsilon_bun_steinke", "explanation", b"explanation", "figures", b"figures", "guarantee", b"guarantee", "headline", b"headline", "pure_epsilon", b"pure_epsilon", "reveal_probability", b"reveal_probability", "rho", b"rho", "view", b"view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__pure_epsilon: _TypeAlias = _typing.Literal["pure_epsilon"]  # noqa: Y015
     _WhichOneofArgType__pure_epsilon: _TypeAlias = _typing.Literal["_pure_epsilon", b"_pure_epsilon"]  # noqa: Y015
+    _WhichOneofReturnType__reveal_probability: _TypeAlias = _typing.Literal["reveal_probability"]  # noqa: Y015
+    _WhichOneofArgType__reveal_probability: _TypeAlias = _typing.Literal["_reveal_probability", b"_reveal_probability"]  # noqa: Y015
     _WhichOneofReturnType__rho: _TypeAlias = _typing.Literal["rho"]  # noqa: Y015
     _WhichOneofArgType__rho: _TypeAlias = _typing.Literal["_rho", b"_rho"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__pure_epsilon) -> _WhichOneofReturnType__pure_epsilon | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reveal_probability) -> _WhichOneofReturnType__reveal_probability | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__rho) -> _WhichOneofReturnType__rho | None: ...
 

@@ -155,7 +155,8 @@ async def test_noised_sp_is_charged_one_over_sigma_squared_and_persists_across_r
             c_public.explanation,
         )
         aggregator = next(c for c in out.claims if c.view == "aggregator")
-        assert (aggregator.guarantee, aggregator.delta) == ("approximate", 0.5)
+        assert (aggregator.guarantee, aggregator.reveal_probability) == ("approximate", 0.5)
+        assert math.isinf(aggregator.epsilon) and aggregator.delta == DELTA
         assert aggregator.delta == c_aggregator.delta
         before = await ledger(h)
     finally:
@@ -276,7 +277,9 @@ async def test_unnoised_sp_without_budget_is_recorded_with_its_weak_guarantee(
     await collect(harness, "weak", SamplingPrivacy("1/2"))
     out = await release(harness, "weak")
     claim = public(out.claims)
-    assert (claim.guarantee, claim.epsilon, claim.delta) == ("approximate", 0.0, 0.5)
+    # No finite epsilon at the reporting delta: the selection shows with probability 1/2.
+    assert (claim.guarantee, claim.delta, claim.reveal_probability) == ("approximate", DELTA, 0.5)
+    assert math.isinf(claim.epsilon)
     assert not claim.HasField("rho")
     view = await ledger(harness)
     assert any(n.startswith("weak (public)") and "probability 1/2" in n for n in view.notes)

@@ -165,7 +165,7 @@ def test_ledger_set_budget_and_the_human_ledger(server: str) -> None:
     row("spent (rho)", "0.25")
     row("remaining (rho)", f"{-round_up(-shown['remaining'], 6):.6g}")  # rounded down
     # Losses print rounded up: a printed bound is never below the figure.
-    row("spent as epsilon", f"{up(shown['spent_epsilon'])} (tight, CKS); ")
+    row("spent as epsilon", f"{up(shown['spent_epsilon'])} (CKS); ")
     assert f"{up(shown['spent_epsilon_bun_steinke'])} (Bun-Steinke) at delta 1e-06" in text
     row("odometer", f"epsilon {up(shown['odometer']['epsilon'])} at delta 1e-06 (")
     assert shown["odometer"]["method"] in text
