@@ -48,6 +48,11 @@ HONEST_PARTICIPANTS = (
     "many reports one party can make."
 )
 
+NO_BUDGET_NOTE = (
+    "Released WITHOUT a privacy budget: nothing limited the total loss; the ledger's odometer "
+    "shows it."
+)
+
 
 def round_up(value: float, digits: int = 3) -> str:
     """A loss in words, rounded UP to `digits` significant digits (never below the bound)."""
@@ -121,7 +126,7 @@ def unbounded_words(claim: Mapping[str, object]) -> str:
     if reveal is not None:
         return (
             f"reveals a device's cell exactly with probability {reveal:g} (no finite epsilon "
-            f"at any delta below {reveal:g}); add release noise"
+            f"at any delta below {reveal:g})"
         )
     return "can reveal a device's answers with certainty: no guarantee"
 
@@ -143,12 +148,19 @@ def release_headline(claims: Sequence[Mapping[str, object]]) -> Headline:
     method = str(public.get("headline") or "")
     details = _details(public, claims)
     if claim_unbounded(public):
-        return Headline(None, delta, True, unbounded_words(public), method, details)
+        words = unbounded_words(public)
+        if public.get("reveal_probability") is not None:
+            words += "; release noise (--noise-sigma) bounds it"
+        if NO_BUDGET_NOTE in str(public.get("explanation", "")):
+            words += ". " + NO_BUDGET_NOTE
+        return Headline(None, delta, True, words, method, details)
     epsilon = _number(public.get("epsilon"))
     assert epsilon is not None
     words = bounded_words(epsilon, delta or 0.0)
     if method in METHOD_WORDS:
         words += f" ({METHOD_WORDS[method]})"
+    if NO_BUDGET_NOTE in str(public.get("explanation", "")):
+        words += ". " + NO_BUDGET_NOTE
     return Headline(epsilon, delta, False, words, method, details)
 
 

@@ -35,6 +35,7 @@ from client.fleet import FleetConfig, FleetResult, Mode, new_fleet, run_query
 from client.fleet_state import FleetState
 from client.fleet_tokens import FleetTokens
 from client.progress import fleet_progress
+from client.retry import error_details
 from ldpcollect import geo
 from ldpcollect.errors import ParameterError
 from ldpcollect.geo.grid import CELLS_PER_SIDE
@@ -59,6 +60,10 @@ BLOCK = 10  # 10 x 10 target cells
 TOKENS_PER_DEVICE = 5
 ISSUER_READY = "ldpcollect issuer serving on "
 NOISE_SIGMA = "2"
+# The budget fixed before the first release (`serve --budget`): the Renyi filter admits the
+# count-level RR release and the noisy SP one (odometer 6.55); SP without noise reveals each
+# device's cell with probability 0.5 and is refused under any budget.
+DEMO_BUDGET = "6,1e-6,renyi"
 LABELS = {"rr": "RR 0.85/0.3", "sp": "SP s=0.5", "sp_noise": f"SP s=0.5 + noise {NOISE_SIGMA}"}
 
 
@@ -129,7 +134,7 @@ def run_demo(settings: DemoSettings, console: Console) -> None:
             key = (issuer_state / "enrollment.key").read_bytes()
             tokens = FleetTokens(issuer, key, "demo")
             say(f"token issuer on {issuer}: K = {TOKENS_PER_DEVICE} tokens per device")
-        with aggregator_subprocess(db, token, *extra) as address:
+        with aggregator_subprocess(db, token, *extra, "--budget", DEMO_BUDGET) as address:
             say(f"aggregator on {address}, SQLite {db}")
             with grpc.insecure_channel(address) as channel:
                 admin = AdminClient(channel, token)
@@ -171,9 +176,14 @@ def run_demo(settings: DemoSettings, console: Console) -> None:
                     _run_fleet(address, admin, fleet, queries, settings, rng, tokens)
                 )
                 releases: dict[str, pb.QueryRelease] = {}
+                refused: dict[str, str] = {}
                 for name, query in queries.items():
                     admin.close(query.query_id)
-                    releases[name] = admin.release(query.query_id)
+                    try:
+                        releases[name] = admin.release(query.query_id)
+                    except grpc.RpcError as error:  # the budget's filter said no
+                        refused[name] = error_details(error)
+                        say(f"[yellow]{query.query_id} not released:[/yellow] {refused[name]}")
                     queries[name] = admin.get_query(query.query_id)
                 ledger = admin.ledger()
         seconds = time.perf_counter() - started
@@ -188,7 +198,7 @@ def run_demo(settings: DemoSettings, console: Console) -> None:
             write_png(view, settings.maps / f"{view.query_id}.png")
             write_html(view, settings.maps / f"{view.query_id}.html")
             say(f"wrote {settings.maps / view.query_id}.png and .html")
-    _show(settings, console, targets, results, releases, views, ledger, seconds)
+    _show(settings, console, targets, results, releases, refused, views, ledger, seconds)
 
 
 async def _run_fleet(
@@ -284,6 +294,7 @@ def _show(
     targets: list[int],
     results: dict[str, FleetResult],
     releases: dict[str, pb.QueryRelease],
+    refused: dict[str, str],
     views: dict[str, ReleaseView],
     ledger: pb.Ledger,
     seconds: float,
@@ -308,6 +319,7 @@ def _show(
                 "errors": errors,
                 "fleet": {name: r.to_json() for name, r in results.items()},
                 "releases": {name: release_json(r) for name, r in releases.items()},
+                "refused": refused,
                 "ledger": ledger_json(ledger),
             }
         )

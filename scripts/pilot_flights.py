@@ -37,6 +37,9 @@ QUERIES = {
     "flights-rr": ("--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3"),
     "flights-sp": ("--mechanism", "sp", "--sampling-rate", "0.5", "--noise-sigma", "2"),
 }
+# Fixed before the first release (`serve --budget`): the Renyi filter admits both releases
+# (count-level RR over at least 1,000 reports, SP with noise 2; odometer 2.59).
+PILOT_BUDGET = "2,1e-6,renyi"
 console = Console()
 
 
@@ -159,7 +162,7 @@ def main() -> None:
     token = secrets.token_urlsafe(16)
     db = out / "pilot.db"
     db.unlink(missing_ok=True)
-    with aggregator_subprocess(db, token) as address:
+    with aggregator_subprocess(db, token, "--budget", PILOT_BUDGET) as address:
         env = {**os.environ, "LDPCOLLECT_ADMIN_TOKEN": token, "LDPCOLLECT_SERVER": address}
         console.print(f"aggregator on {address} (SQLite {db})")
         for query, mechanism in QUERIES.items():

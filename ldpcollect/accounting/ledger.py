@@ -99,6 +99,11 @@ class PrivacyLedger:
     # "zcdp": charge each release its zCDP rho (Feldman-Zrnic zCDP filter). "renyi": charge its
     # Renyi curve at several orders (`renyi_filter`), which lets count-level RR releases through.
     filter: str = "zcdp"
+    # Releases before this index were charged under earlier filters: the budget (the current
+    # filter's) limits the later ones only; the odometer covers every release.
+    filter_start: int = 0
+    # The operator explicitly chose to release without a budget (releases then say so).
+    no_budget: bool = False
 
     def __post_init__(self) -> None:
         self.set_budget(self.epsilon, self.delta)
@@ -148,17 +153,23 @@ class PrivacyLedger:
         value = public.pure_epsilon if self.mode == "pure" else public.rho
         return math.inf if value is None else value
 
+    @property
+    def filter_releases(self) -> list[Release]:
+        """The releases charged under the current filter (its budget applies to them)."""
+        return self.releases[self.filter_start :]
+
     def _spent_curve(self) -> np.ndarray:
-        curves = [claim_curve(r.public()) for r in self.releases]
+        curves = [claim_curve(r.public()) for r in self.filter_releases]
         return np.sum(curves, axis=0) if curves else np.zeros(len(FILTER_ORDERS))
 
     def spent(self) -> float:
         if self.mode == "renyi":
             return used_fraction(self._spent_curve(), order_budgets(self.epsilon, self.delta))
-        return math.fsum(self.cost(r.claims) for r in self.releases) if self.releases else 0.0
+        current = self.filter_releases
+        return math.fsum(self.cost(r.claims) for r in current) if current else 0.0
 
     def spent_rho(self) -> float:
-        rhos = [r.public().rho for r in self.releases]
+        rhos = [r.public().rho for r in self.filter_releases]
         return math.inf if None in rhos else math.fsum(x for x in rhos if x is not None)
 
     def remaining(self) -> float:
@@ -286,7 +297,15 @@ class PrivacyLedger:
         odo = self.odometer()
         notes: list[str] = []
         if mode == "none":
-            notes.append("No budget is set: releases are recorded but none is refused.")
+            notes.append(
+                "No budget is set: releases are recorded but none is refused"
+                + (" (the operator opted out explicitly)." if self.no_budget else ".")
+            )
+        if self.filter_start:
+            notes.append(
+                f"The current filter started after {self.filter_start} release(s): its budget "
+                "limits the releases since; the odometer (the headline) covers every release."
+            )
         for r in self.releases:
             for c in r.claims:
                 if c.guarantee in ("approximate", "none"):
@@ -399,6 +418,8 @@ class PrivacyLedger:
             "delta": self.delta,
             "odometer_delta": self.odometer_delta,
             **({"filter": self.filter} if self.filter != "zcdp" else {}),
+            **({"filter_start": self.filter_start} if self.filter_start else {}),
+            **({"no_budget": True} if self.no_budget else {}),
             "releases": [
                 {
                     "query_id": r.query_id,
@@ -418,6 +439,8 @@ class PrivacyLedger:
             float(data["delta"]),
             float(data["odometer_delta"]),
             filter=str(data.get("filter", "zcdp")),
+            filter_start=int(data.get("filter_start", 0)),
+            no_budget=bool(data.get("no_budget", False)),
         )
         for item in data["releases"]:
             claims = tuple(PrivacyClaim.from_json(c) for c in item["claims"])

@@ -762,10 +762,16 @@ class BudgetChange(_message.Message):
     DELTA_FIELD_NUMBER: _builtins.int
     CHANGED_AT_FIELD_NUMBER: _builtins.int
     RELEASES_BEFORE_FIELD_NUMBER: _builtins.int
+    NEW_FILTER_FIELD_NUMBER: _builtins.int
+    NO_BUDGET_FIELD_NUMBER: _builtins.int
     epsilon: _builtins.float
     delta: _builtins.float
     releases_before: _builtins.int
     """Releases already charged when the budget changed."""
+    new_filter: _builtins.bool
+    """This change started a new filter: its budget limits the releases after it only."""
+    no_budget: _builtins.bool
+    """The operator opted out of a budget explicitly (releases then say so)."""
     @_builtins.property
     def changed_at(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -775,10 +781,12 @@ class BudgetChange(_message.Message):
         delta: _builtins.float = ...,
         changed_at: _timestamp_pb2.Timestamp | None = ...,
         releases_before: _builtins.int = ...,
+        new_filter: _builtins.bool = ...,
+        no_budget: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["changed_at", b"changed_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed_at", b"changed_at", "delta", b"delta", "epsilon", b"epsilon", "releases_before", b"releases_before"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed_at", b"changed_at", "delta", b"delta", "epsilon", b"epsilon", "new_filter", b"new_filter", "no_budget", b"no_budget", "releases_before", b"releases_before"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -808,6 +816,8 @@ class Ledger(_message.Message):
     ODOMETER_METHOD_FIELD_NUMBER: _builtins.int
     REPORTING_DELTA_FIELD_NUMBER: _builtins.int
     BUDGET_CHANGES_FIELD_NUMBER: _builtins.int
+    FILTER_START_FIELD_NUMBER: _builtins.int
+    NO_BUDGET_FIELD_NUMBER: _builtins.int
     budget_epsilon: _builtins.float
     """The operator's budget for the population (public view); epsilon 0 means none set."""
     budget_delta: _builtins.float
@@ -845,6 +855,12 @@ class Ledger(_message.Message):
     """The delta at which new releases' claims are stated: budget_delta in mode zcdp, else a
     fixed reporting delta (1e-6).
     """
+    filter_start: _builtins.int
+    """Releases charged before the current filter started (its budget limits the later ones;
+    the odometer covers all).
+    """
+    no_budget: _builtins.bool
+    """The operator opted out of a budget explicitly."""
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___LedgerEntry]: ...
     @_builtins.property
@@ -876,10 +892,12 @@ class Ledger(_message.Message):
         odometer_method: _builtins.str = ...,
         reporting_delta: _builtins.float = ...,
         budget_changes: _abc.Iterable[Global___BudgetChange] | None = ...,
+        filter_start: _builtins.int = ...,
+        no_budget: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_budget_rho", b"_budget_rho", "_remaining", b"_remaining", "_spent_pure_epsilon", b"_spent_pure_epsilon", "budget_rho", b"budget_rho", "remaining", b"remaining", "spent_pure_epsilon", b"spent_pure_epsilon"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_budget_rho", b"_budget_rho", "_remaining", b"_remaining", "_spent_pure_epsilon", b"_spent_pure_epsilon", "budget_changes", b"budget_changes", "budget_delta", b"budget_delta", "budget_epsilon", b"budget_epsilon", "budget_mode", b"budget_mode", "budget_rho", b"budget_rho", "currency", b"currency", "entries", b"entries", "notes", b"notes", "odometer_delta", b"odometer_delta", "odometer_epsilon", b"odometer_epsilon", "odometer_method", b"odometer_method", "remaining", b"remaining", "remaining_epsilon", b"remaining_epsilon", "remaining_rho", b"remaining_rho", "reporting_delta", b"reporting_delta", "spent", b"spent", "spent_epsilon", b"spent_epsilon", "spent_epsilon_bun_steinke", b"spent_epsilon_bun_steinke", "spent_pure_epsilon", b"spent_pure_epsilon", "spent_rho", b"spent_rho"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_budget_rho", b"_budget_rho", "_remaining", b"_remaining", "_spent_pure_epsilon", b"_spent_pure_epsilon", "budget_changes", b"budget_changes", "budget_delta", b"budget_delta", "budget_epsilon", b"budget_epsilon", "budget_mode", b"budget_mode", "budget_rho", b"budget_rho", "currency", b"currency", "entries", b"entries", "filter_start", b"filter_start", "no_budget", b"no_budget", "notes", b"notes", "odometer_delta", b"odometer_delta", "odometer_epsilon", b"odometer_epsilon", "odometer_method", b"odometer_method", "remaining", b"remaining", "remaining_epsilon", b"remaining_epsilon", "remaining_rho", b"remaining_rho", "reporting_delta", b"reporting_delta", "spent", b"spent", "spent_epsilon", b"spent_epsilon", "spent_epsilon_bun_steinke", b"spent_epsilon_bun_steinke", "spent_pure_epsilon", b"spent_pure_epsilon", "spent_rho", b"spent_rho"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__budget_rho: _TypeAlias = _typing.Literal["budget_rho"]  # noqa: Y015
     _WhichOneofArgType__budget_rho: _TypeAlias = _typing.Literal["_budget_rho", b"_budget_rho"]  # noqa: Y015
@@ -1087,11 +1105,22 @@ class SetBudgetRequest(_message.Message):
     EPSILON_FIELD_NUMBER: _builtins.int
     DELTA_FIELD_NUMBER: _builtins.int
     FILTER_FIELD_NUMBER: _builtins.int
+    NEW_FILTER_FIELD_NUMBER: _builtins.int
+    NO_BUDGET_FIELD_NUMBER: _builtins.int
     epsilon: _builtins.float
     delta: _builtins.float
     filter: _builtins.str
     """"" keeps the ledger's filter; "zcdp" (charges each release its zCDP rho) or "renyi"
     (its Renyi curve at several orders: count-level RR releases fit). Only before any release.
+    """
+    new_filter: _builtins.bool
+    """Start a new filter: required to change the budget once a release was charged under it
+    (the budget can never be raised within a filter); recorded, and the odometer keeps
+    covering every release.
+    """
+    no_budget: _builtins.bool
+    """Opt out of a budget explicitly (epsilon and delta 0): releases go out unbudgeted and say
+    so. Without a budget or this, `serve` refuses releases.
     """
     def __init__(
         self,
@@ -1099,10 +1128,12 @@ class SetBudgetRequest(_message.Message):
         epsilon: _builtins.float = ...,
         delta: _builtins.float = ...,
         filter: _builtins.str = ...,
+        new_filter: _builtins.bool = ...,
+        no_budget: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta", b"delta", "epsilon", b"epsilon", "filter", b"filter"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta", b"delta", "epsilon", b"epsilon", "filter", b"filter", "new_filter", b"new_filter", "no_budget", b"no_budget"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -58,12 +58,12 @@ async def test_renyi_filter_admits_a_count_level_release_the_zcdp_filter_refuses
     assert full.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert (await harness.query("second")).state == pb.QUERY_STATE_CLOSED
 
-    # The filter is chosen before the first release, never switched after it.
+    # The filter is chosen before the first release, never switched within it after one.
     with pytest.raises(grpc.aio.AioRpcError) as late:
         await a.SetBudget(
             pb.SetBudgetRequest(epsilon=1.0, delta=1e-6, filter="zcdp"), metadata=ADMIN
         )
     assert late.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert "before the first release" in (late.value.details() or "")
+    assert "budget is fixed once a release was charged" in (late.value.details() or "")
     ledger = await a.GetLedger(pb.GetLedgerRequest(), metadata=ADMIN)
     assert ledger.budget_mode == "renyi" and [e.query_id for e in ledger.entries] == ["first"]

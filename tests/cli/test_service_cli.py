@@ -121,8 +121,12 @@ def test_demo_json_small(tmp_path: Path) -> None:
     done = cli("demo", "--devices", "3000", "--json")
     out = json.loads(done.stdout)
     assert len(out["targets"]) == 100
-    assert set(out["releases"]) == {"rr", "sp", "sp_noise"}
-    for name in ("rr", "sp", "sp_noise"):
+    # The demo fixes a budget first; SP without noise reveals devices and is refused by it.
+    assert set(out["releases"]) == {"rr", "sp_noise"}
+    assert "no finite" in out["refused"]["sp"] or "no zCDP" in out["refused"]["sp"]
+    assert out["ledger"]["budget"]["epsilon"] == 6.0
+    assert out["ledger"]["budget"]["mode"] == "renyi"
+    for name in ("rr", "sp_noise"):
         release = out["releases"][name]
         assert release["participants"] == out["fleet"][name]["completed"] > 0
         assert isinstance(release["claims"], list)  # the release's privacy cost, as returned
