@@ -8,7 +8,8 @@ Order of a release (each step sees only what the previous one decided):
   2. filter: `PrivacyLedger.check` refuses a release that would exceed the budget with
      `Exhausted` (spent, requested, remaining) BEFORE anything is computed or noised;
   3. noise: exact discrete Gaussian noise on every released round count (when requested);
-  4. estimate with the mechanism's own estimator (noise variance included in the error);
+  4. estimate with the mechanism's own estimator (noise variance included in the error), and
+     exact 95% intervals from the estimator's law (`ldpcollect.intervals`);
   5. charge the ledger;
   then the store persists the release and the ledger, and deletes the individual reports, in
   the same transaction. A refused release changes nothing.
@@ -307,6 +308,11 @@ class Releaser:
         # 4. Estimates from the (noised) counts of devices that completed every round.
         n = query.completed_devices
         est = query.spec.mechanism.estimate(released, n, noise_variance)
+        # 4b. Exact 95% intervals (the plug-in one undercovers small cells).
+        from ldpcollect.intervals import release_intervals
+
+        ci_low, ci_high = release_intervals(query.spec.mechanism, released, n, sigma)
+        est = replace(est, ci_low=ci_low, ci_high=ci_high)
         # 5. Charge the ledger.
         released_at = self._clock()
         try:
