@@ -12,7 +12,7 @@ from collections.abc import Callable
 from fractions import Fraction
 
 from ldpcollect.accounting.conversions import sigma_for_target
-from ldpcollect.accounting.count_level import MAX_PARTICIPANTS
+from ldpcollect.accounting.count_level import MAX_PARTICIPANTS, rr_count_pair
 from ldpcollect.accounting.discrete_gaussian import ShiftedGaussianProfile
 from ldpcollect.accounting.release_cost import (
     rr_count_level_epsilon,
@@ -102,10 +102,27 @@ def rr_participants(
     def ok(n: int) -> bool:
         return rr_count_level_epsilon(mechanism, n_targets, n, delta, queries) <= epsilon
 
-    # Bracket by doubling, then bisect (each evaluation is one exact PLD computation).
+    # No floor below the one at which a single arrangement (all others off the target, a real
+    # case) already misses the target can work: find that one with the cheap pair, then
+    # gallop up from it (1%, 2%, 4%, ...) and bisect with the full figure.
+    a1 = float(mechanism.flip1 + (1 - mechanism.flip1) * mechanism.flip2)
+    a0 = float((1 - mechanism.flip1) * mechanism.flip2)
+
+    def off_ok(n: int) -> bool:
+        off = rr_count_pair(a1, a0, n - 1, 0)
+        one = off if n_targets == 1 else off.compose(off.reverse())
+        return (one if queries == 1 else one.self_compose(queries)).epsilon(delta) <= epsilon
+
     high = 1
-    while not ok(high):
+    while not off_ok(high):
         if high >= MAX_PARTICIPANTS:
             return None
         high = min(MAX_PARTICIPANTS, high * 2)
-    return _smallest_step(ok, max(1, high // 2), high)
+    low = _smallest_step(off_ok, max(1, high // 2), high) or high
+    step, high = max(1, low // 100), low
+    while not ok(high):
+        if high >= MAX_PARTICIPANTS:
+            return None
+        low, high = high + 1, min(MAX_PARTICIPANTS, high + step)
+        step *= 2
+    return _smallest_step(ok, low, high)

@@ -13,8 +13,11 @@ an upper bound. What numerical work drops is added back as mass at +inf:
 - probability outside a truncated support (the caller's `tail`, a proved bound);
 - tails trimmed after a convolution (the low tail is moved up to the lowest kept loss instead);
 - the floating-point error of FFT convolution, bounded per convolution by
-  sqrt(N) * 64 * u * log2(N) (the normwise FFT error bound, Higham 2002 Thm 24.2, with a
-  generous constant; ||a||_2, ||b||_2 <= 1 for probability vectors), N the output length.
+  sqrt(N) * 64 * u * log2(N) * max(||a||_2, ||b||_2) (the normwise FFT error bound, Higham
+  2002 Thm 24.2, with a generous constant: each factor's transform error is at most
+  u log2(N) sqrt(N) ||a||_2 and is multiplied by the other's transform, whose entries are at
+  most its 1-norm, 1; the sqrt(N) turns the 2-norm of the error into its total), N the output
+  length.
 """
 
 from __future__ import annotations
@@ -36,6 +39,11 @@ DEFAULT_INTERVAL = 1e-4  # dp-accounting's default value_discretization_interval
 _TRIM = 1e-30  # entries below this at either end are trimmed after a convolution
 _UNIT_ROUNDOFF = 2.0**-53
 _DIRECT_LIMIT = 50_000_000  # below this many multiply-adds convolve directly (no FFT error)
+# Up to this many multiply-adds (about 2 s) convolve directly also when the FFT's error bound
+# would exceed _FFT_ERROR_LIMIT: that bound is added to delta, and at small deltas (10^-12) it
+# would decide the epsilon.
+_DIRECT_LIMIT_PRECISE = 300_000_000
+_FFT_ERROR_LIMIT = 1e-14
 
 
 @dataclass(frozen=True)
@@ -102,11 +110,15 @@ class LossDistribution:
             raise ParameterError("interval", other.interval, f"{self.interval} (the same grid)")
         a, b = self.probs, other.probs
         size = a.size + b.size - 1
-        if a.size * b.size <= _DIRECT_LIMIT:
-            probs, error = np.convolve(a, b), 0.0
+        # ||Fb||_inf <= ||b||_1 <= 1 (and the same for a), so the FFT's normwise error scales
+        # with the larger 2-norm, far below 1 for a spread-out distribution.
+        norm = max(float(np.linalg.norm(a)), float(np.linalg.norm(b)))
+        fft_error = math.sqrt(size) * 64 * _UNIT_ROUNDOFF * math.log2(size) * norm
+        small = a.size * b.size <= _DIRECT_LIMIT
+        if small or (fft_error > _FFT_ERROR_LIMIT and a.size * b.size <= _DIRECT_LIMIT_PRECISE):
+            probs, error = np.convolve(a, b), 0.0  # sums of products of nonnegative numbers
         else:
-            probs = np.clip(fftconvolve(a, b), 0.0, None)
-            error = math.sqrt(size) * 64 * _UNIT_ROUNDOFF * math.log2(size)
+            probs, error = np.clip(fftconvolve(a, b), 0.0, None), fft_error
         # Mass at +inf in either factor gives +inf in the product (losses never reach -inf):
         # 1 - (1 - a)(1 - b) of it, the finite masses being 1 - a and 1 - b.
         a_inf, b_inf = self.infinity_mass, other.infinity_mass
