@@ -48,7 +48,9 @@ RELEASE_FLOOR_CAP = 1_000_000
 
 # The arrangements k = 0..m of the other participants are covered by this many segments.
 SEGMENTS = 64
-_WINDOW_SD = 14.0  # each binomial is kept within mean +- this many sd (the rest is `tail`)
+# Each binomial is kept within mean +- this many sd (the rest is `tail`): wide enough that the
+# tail times the largest likelihood ratio to the 63rd power (Renyi order 64) stays negligible.
+_WINDOW_SD = 24.0
 
 
 def _others_pmf(others: int, on_target: int, a1: float, a0: float) -> tuple[int, Floats, float]:
@@ -73,21 +75,31 @@ def _count_log_pmfs(
 ) -> tuple[Floats, Floats, float]:
     """log pmfs of X + Bern(a1) and X + Bern(a0) on the window's values (and one above), and
     the mass of either outside it (X's tail: adding the device's answer moves no mass out)."""
-    _, x, tail = _others_pmf(others, on_target, a1, a0)
+    offset, x, tail = _others_pmf(others, on_target, a1, a0)
     shifted = np.concatenate([[0.0], x])  # P(X = c - 1)
     same = np.concatenate([x, [0.0]])  # P(X = c)
+    at_p = a1 * shifted + (1 - a1) * same
+    away_p = a0 * shifted + (1 - a0) * same
+    # A row whose X(c - 1) or X(c) lies outside a truncated window is not known: leave it out
+    # and count its mass (at most that of the known term) in the tail.
+    keep = np.ones(at_p.size, dtype=bool)
+    if offset > 0:
+        keep[0] = False
+    if offset + x.size - 1 < others:
+        keep[-1] = False
+    tail += float(np.sum(np.maximum(at_p, away_p)[~keep]))
     with np.errstate(divide="ignore"):
-        at = np.log(a1 * shifted + (1 - a1) * same)
-        away = np.log(a0 * shifted + (1 - a0) * same)
-    return at, away, tail
+        return np.log(at_p[keep]), np.log(away_p[keep]), min(1.0, tail)
 
 
 def _renyi(log_p: Floats, log_q: Floats, alpha: float, tail: float, ratio: float) -> float:
     """D_alpha(P || Q) from log pmfs on a window; the P-mass `tail` outside it adds at most
     tail * ratio^(alpha - 1), `ratio` bounding P / Q everywhere."""
-    keep = log_p > -np.inf
-    if np.any(log_q[keep] == -np.inf):
-        return math.inf
+    finite = log_p > -np.inf
+    # Where Q underflowed to 0 (far tails of the window), P is counted with the tail.
+    lost = finite & (log_q == -np.inf)
+    tail += float(np.sum(np.exp(log_p[lost])))
+    keep = finite & ~lost
     terms = alpha * log_p[keep] + (1 - alpha) * log_q[keep]
     outside = tail * ratio ** (alpha - 1)
     total = float(np.exp(logsumexp(terms))) + outside

@@ -23,7 +23,9 @@ an upper bound. What numerical work drops is added back as mass at +inf:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,11 +41,36 @@ DEFAULT_INTERVAL = 1e-4  # dp-accounting's default value_discretization_interval
 _TRIM = 1e-30  # entries below this at either end are trimmed after a convolution
 _UNIT_ROUNDOFF = 2.0**-53
 _DIRECT_LIMIT = 50_000_000  # below this many multiply-adds convolve directly (no FFT error)
-# Up to this many multiply-adds (about 2 s) convolve directly also when the FFT's error bound
-# would exceed _FFT_ERROR_LIMIT: that bound is added to delta, and at small deltas (10^-12) it
-# would decide the epsilon.
-_DIRECT_LIMIT_PRECISE = 300_000_000
-_FFT_ERROR_LIMIT = 1e-14
+# Inside `precise()`, up to this many (seconds each): the FFT's error bound is added to delta,
+# and at small deltas (10^-12) it would decide the epsilon.
+_DIRECT_LIMIT_PRECISE = 1_000_000_000
+_MODE = threading.local()
+
+
+@contextmanager
+def precise() -> Iterator[None]:
+    """Convolve directly (exact sums of nonnegative products) up to `_DIRECT_LIMIT_PRECISE`
+    multiply-adds in this thread: for deltas the FFT's error bound would swamp."""
+    before = getattr(_MODE, "precise", False)
+    _MODE.precise = True
+    try:
+        yield
+    finally:
+        _MODE.precise = before
+
+
+def epsilon_with_precision(build: Callable[[], list[PldPair] | None], delta: float) -> float:
+    """The worst epsilon at `delta` of the pairs `build()` makes; built again in `precise()`
+    when their mass at +inf (FFT error bounds among it) is not far below delta."""
+    pairs = build()
+    if pairs is None:
+        return math.inf
+    if max(max(p.forward.infinity_mass, p.backward.infinity_mass) for p in pairs) > delta / 1000:
+        with precise():
+            pairs = build()
+        if pairs is None:
+            return math.inf
+    return worst_epsilon(pairs, delta)
 
 
 @dataclass(frozen=True)
@@ -114,9 +141,11 @@ class LossDistribution:
         # with the larger 2-norm, far below 1 for a spread-out distribution.
         norm = max(float(np.linalg.norm(a)), float(np.linalg.norm(b)))
         fft_error = math.sqrt(size) * 64 * _UNIT_ROUNDOFF * math.log2(size) * norm
-        small = a.size * b.size <= _DIRECT_LIMIT
-        if small or (fft_error > _FFT_ERROR_LIMIT and a.size * b.size <= _DIRECT_LIMIT_PRECISE):
+        limit = _DIRECT_LIMIT_PRECISE if getattr(_MODE, "precise", False) else _DIRECT_LIMIT
+        if a.size * b.size <= _DIRECT_LIMIT:
             probs, error = np.convolve(a, b), 0.0  # sums of products of nonnegative numbers
+        elif np.count_nonzero(a) * np.count_nonzero(b) <= limit:
+            probs, error = _sparse_convolve(a, b), 0.0  # the same sums, over nonzero entries
         else:
             probs, error = np.clip(fftconvolve(a, b), 0.0, None), fft_error
         # Mass at +inf in either factor gives +inf in the product (losses never reach -inf):
@@ -201,6 +230,20 @@ class PldPair:
     def epsilon(self, delta: float) -> float:
         high = max(self.forward.max_loss(), self.backward.max_loss())
         return _smallest_epsilon(self.delta, delta, high)
+
+
+def _sparse_convolve(a: Floats, b: Floats) -> Floats:
+    """np.convolve(a, b) summing only products of nonzero entries (PLDs of counts are sparse
+    on the loss grid), in blocks of about 10^7 products."""
+    ia, ib = np.flatnonzero(a), np.flatnonzero(b)
+    out = np.zeros(a.size + b.size - 1)
+    rows = max(1, 10_000_000 // max(1, ib.size))
+    for start in range(0, ia.size, rows):
+        block = ia[start : start + rows]
+        index = (block[:, None] + ib[None, :]).ravel()
+        weight = (a[block][:, None] * b[ib][None, :]).ravel()
+        out += np.bincount(index, weights=weight, minlength=out.size)
+    return out
 
 
 def compose_within(first: PldPair, second: PldPair, limit: int) -> PldPair:

@@ -45,7 +45,7 @@ from ldpcollect.accounting.local_pairs import (
     worst_renyi,
     zcdp_rho,
 )
-from ldpcollect.accounting.pld import worst_epsilon as pld_worst_epsilon
+from ldpcollect.accounting.pld import epsilon_with_precision
 from ldpcollect.accounting.sp_pair import sp_release_pairs, sp_release_renyi
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import Mechanism, RandomizedResponse, SamplingPrivacy
@@ -214,10 +214,12 @@ def rr_count_level_epsilon(
     queries: int = 1,
 ) -> float:
     """Epsilon at delta of `queries` releases as counts over at least `participants` devices."""
-    pairs = rr_count_pairs(
-        float(mechanism.flip1), float(mechanism.flip2), n_targets, participants, delta, queries
+    return epsilon_with_precision(
+        lambda: rr_count_pairs(
+            float(mechanism.flip1), float(mechanism.flip2), n_targets, participants, delta, queries
+        ),
+        delta,
     )
-    return pld_worst_epsilon(pairs, delta)
 
 
 def _with_count_level(
@@ -434,5 +436,6 @@ def sp_noised_epsilon(
 ) -> float:
     """Epsilon at delta of `queries` noisy SP releases from the exact single-device pair
     (inf when sigma is too large for the exact grid: the Gaussian bound is then used)."""
-    pairs = sp_release_pairs(sampling_rate, noise_sigma, n_targets, queries)
-    return math.inf if pairs is None else pld_worst_epsilon(pairs, delta)
+    return epsilon_with_precision(
+        lambda: sp_release_pairs(sampling_rate, noise_sigma, n_targets, queries), delta
+    )
