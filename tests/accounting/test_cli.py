@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from fractions import Fraction
 
@@ -170,3 +171,44 @@ def test_cost_shows_what_the_odometer_reads_when_queries_are_adaptive() -> None:
     assert isinstance(adaptive, float) and 1.379 < adaptive < 2.3
     weak = run_json("cost", "--mechanism", "sp", "--sampling-rate", "1/2", "--queries", "3")
     assert figure(weak, "adaptive") is None and weak["unbounded"] is True
+
+
+def test_plan_answers_the_operators_question() -> None:
+    """A target epsilon per release -> the noise, the budget to fix first, the error it buys;
+    each figure checked again by the accounting the ledger uses."""
+    from ldpcollect.accounting.planner import _admits
+
+    data = run_json(
+        "plan", "--mechanism", "sp", "--sampling-rate", "1/2", "--epsilon", "1", "--targets",
+        "2", "--releases", "3", "--count", "100",
+    )  # fmt: skip
+    settings = data["settings"]
+    assert isinstance(settings, dict)
+    assert settings["noise_sigma"] == 2.31 and settings["min_reports"] is None
+    assert settings["per_release_epsilon"] <= 1.0
+    # The error it buys: sqrt(n (1-s)/s + 2 sigma^2 / s^2) at 100 devices.
+    assert settings["std_error"] == pytest.approx(math.sqrt(100 + 8 * 2.31**2))
+    budget = settings["budget"]
+    claims = release_claims(SamplingPrivacy("1/2"), 2, Fraction("2.31"), 1e-6)
+    assert _admits(claims, 3, budget["epsilon"], 1e-6)  # the budget admits the campaign
+    assert not _admits(claims, 3, budget["epsilon"] - 0.02, 1e-6)  # and is the smallest
+    commands = data["commands"]
+    assert isinstance(commands, list)
+    assert commands[0].startswith(f"ldpcollect serve --budget {budget['epsilon']:g},1e-06,renyi")
+    assert "--noise-sigma 2.31" in commands[1]
+
+
+def test_plan_for_a_whole_campaign_fits_the_budgets_filter() -> None:
+    from ldpcollect.accounting.planner import _admits
+
+    data = run_json(
+        "plan", "--mechanism", "sp", "--sampling-rate", "1/2", "--epsilon", "2", "--targets",
+        "2", "--releases", "3", "--per", "campaign",
+    )  # fmt: skip
+    settings = data["settings"]
+    assert isinstance(settings, dict) and settings["budget"]["epsilon"] == 2.0
+    sigma = Fraction(str(settings["noise_sigma"]))
+    fits = release_claims(SamplingPrivacy("1/2"), 2, sigma, 1e-6)
+    assert _admits(fits, 3, 2.0, 1e-6)
+    tighter = release_claims(SamplingPrivacy("1/2"), 2, sigma - Fraction(1, 100), 1e-6)
+    assert not _admits(tighter, 3, 2.0, 1e-6)  # the smallest sigma (in hundredths)
