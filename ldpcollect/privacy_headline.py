@@ -235,9 +235,7 @@ def _view_detail(
             f"{about}: epsilon {round_up(own)} about the answers before the release; once "
             "released it also sees what the public sees",
         )
-    method = str(claim.get("headline") or "")
-    why = METHOD_WORDS.get(method, "")
-    return Detail(view, own, delta, about + (f" ({why})" if why else ""))
+    return Detail(view, own, delta, about)
 
 
 def ledger_headline(

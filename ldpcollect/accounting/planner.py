@@ -168,8 +168,10 @@ def campaign_budget(
     public = claims[0]
     if public.unbounded:
         return math.inf
+    # Start from the odometer's reading after these releases (the filter usually needs about
+    # as much); search every hundredth below it too.
     reading = odometer.headline([public] * releases, delta).epsilon
-    low = high = max(1, math.floor(reading * 100))
+    low, high = 1, max(1, math.floor(reading * 100))
 
     def fits(hundredths: int) -> bool:
         return _admits(claims, releases, hundredths / 100, delta)
