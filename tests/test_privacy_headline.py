@@ -3,6 +3,7 @@ a view without a finite bound, and the other figures under it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -48,14 +49,21 @@ def test_rr_headline_is_the_count_level_epsilon_not_the_pure_one() -> None:
 
 
 def test_no_view_is_shown_below_the_public_once_released() -> None:
-    """Secure mode: one aggregator alone learns nothing about answers, but it sees the
-    release like everyone else, so its figure under the headline is the public's."""
-    claims = as_json(secure_claims(SamplingPrivacy("1/2"), 2, Fraction(5), 1e-6, 100))
-    headline = release_headline(claims)
+    """A view whose own figure is below the public's (say, one secure-mode aggregator before
+    the release: nothing about the answers) is listed at the public's figure, since it sees
+    the release like everyone else."""
+    public = release_claims(SamplingPrivacy("1/2"), 2, Fraction(5), 1e-6)[0]
+    blind = replace(public, view="aggregator", epsilon=0.0, headline="secret_sharing")
+    headline = release_headline(as_json([public, blind]))
     assert headline.epsilon is not None and headline.epsilon > 0
     one = next(d for d in headline.details if d.name == "aggregator")
     assert one.epsilon == headline.epsilon
     assert "before the release" in one.sentence
+    # The secure views as stated now: one aggregator's claim is already the public's.
+    secure = release_headline(
+        as_json(secure_claims(SamplingPrivacy("1/2"), 2, Fraction(5), 1e-6, 100))
+    )
+    assert next(d for d in secure.details if d.name == "aggregator").epsilon == secure.epsilon
 
 
 def test_ledger_headline_is_unbounded_while_a_release_reveals_devices() -> None:
