@@ -244,10 +244,13 @@ def ledger_headline(
     odometer_method: str,
     releases: Sequence[Sequence[Mapping[str, object]]],
     delta: float,
+    budget: tuple[float, float] | None = None,
 ) -> Headline:
     """Everything released so far, for the public: the odometer's reading (valid at any time,
-    also when releases were chosen after seeing earlier ones). Unbounded when some release has
-    no finite epsilon at the ledger's `delta`."""
+    also when releases were chosen after seeing earlier ones), or the budget (epsilon, delta)
+    when one filter admitted every release and that is smaller (a filter's budget holds for
+    everything it admits, chosen adaptively or not). Unbounded when some release has no finite
+    epsilon at the ledger's `delta`."""
     if not releases:
         return Headline(0.0, 0.0, False, "nothing released yet", "nothing released")
     publics = [next((c for c in r if c.get("view") == "public"), None) for r in releases]
@@ -271,12 +274,23 @@ def ledger_headline(
                 ),
             )
         return Headline(None, delta, True, words, "odometer", details)
+    method = Detail("odometer_method", None, None, odometer_method) if odometer_method else None
+    details = (method,) if method else ()
+    if budget is not None and budget[0] < odometer_epsilon and budget[1] <= odometer_delta:
+        words = (
+            f"for everything released so far, {bounded_words(budget[0], budget[1])} (the "
+            "budget: one filter admitted every release, and its budget holds for all of them)"
+        )
+        odometer = Detail(
+            "odometer",
+            odometer_epsilon,
+            odometer_delta,
+            "the odometer's reading (valid without a budget; looser than the filter's)",
+        )
+        return Headline(budget[0], budget[1], False, words, "budget_filter", (odometer, *details))
     words = (
         f"for everything released so far, {bounded_words(odometer_epsilon, odometer_delta)} "
         "(the odometer: valid at any time, also when releases were chosen after seeing "
         "earlier results)"
     )
-    method = Detail("odometer_method", None, None, odometer_method) if odometer_method else None
-    return Headline(
-        odometer_epsilon, odometer_delta, False, words, "odometer", (method,) if method else ()
-    )
+    return Headline(odometer_epsilon, odometer_delta, False, words, "odometer", details)

@@ -168,12 +168,16 @@ def _optional(message: Message, name: str) -> float | None:
 
 def ledger_privacy(ledger: pb.Ledger, entries: list[list[dict[str, Any]]]) -> Headline:
     """The ledger's headline: the public's loss over everything released (the odometer)."""
+    # A budget raised within a filter by an earlier version voids that filter's guarantee.
+    raised = any(c.releases_before and not c.new_filter for c in ledger.budget_changes)
+    filtered = ledger.budget_mode not in ("", "none") and not ledger.filter_start and not raised
     return ledger_headline(
         number(ledger.odometer_epsilon),
         ledger.odometer_delta,
         ledger.odometer_method,
         entries,
         ledger.reporting_delta,
+        (ledger.budget_epsilon, ledger.budget_delta) if filtered else None,
     )
 
 

@@ -80,3 +80,24 @@ def test_rounding_in_words_is_up() -> None:
     assert round_up(0.13551) == "0.136"
     assert round_up(5.1435) == "5.15"
     assert round_up(2.0) == "2"
+
+
+def test_a_filter_that_admitted_every_release_gives_the_ledger_its_budget() -> None:
+    """Ten SP releases (sigma 2.31, two targets) under a Renyi budget of (4, 1e-6): the
+    odometer reads about 5.5, but the filter's budget, fixed before the first release, holds
+    for everything it admitted; the ledger's headline is the smaller, the odometer a detail."""
+    from ldpcollect.accounting.ledger import PrivacyLedger
+
+    ledger = PrivacyLedger(4.0, 1e-6, filter="renyi")
+    claims = release_claims(SamplingPrivacy("1/2"), 2, Fraction("2.31"), 1e-6)
+    for i in range(10):
+        ledger.charge(f"q{i}", claims, "2025-01-01T00:00:00+00:00")
+    summary = ledger.summary()
+    assert summary["odometer"]["epsilon"] > 5.0
+    assert (summary["epsilon"], summary["delta"], summary["unbounded"]) == (4.0, 1e-6, False)
+    assert summary["privacy"]["method"] == "budget_filter"
+    # Without a budget the same releases read the odometer.
+    free = PrivacyLedger()
+    for i in range(10):
+        free.charge(f"q{i}", claims, "2025-01-01T00:00:00+00:00")
+    assert free.summary()["epsilon"] == free.summary()["odometer"]["epsilon"]

@@ -326,7 +326,12 @@ class PrivacyLedger:
         pure_sum = [r.public().pure_epsilon for r in self.releases]
         claims = [[c.to_json() for c in r.claims] for r in self.releases]
         headline = ledger_headline(
-            _num(odo["epsilon"]), odo["delta"], str(odo["method"]), claims, self.claims_delta
+            _num(odo["epsilon"]),
+            odo["delta"],
+            str(odo["method"]),
+            claims,
+            self.claims_delta,
+            (self.epsilon, self.delta) if self.mode != "none" and not self.filter_start else None,
         )
         summary: dict[str, Any] = {
             "epsilon": headline.epsilon,
