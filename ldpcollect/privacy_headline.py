@@ -98,6 +98,15 @@ class Headline:
             return f"NO finite epsilon: {self.words}" if self.unbounded else self.words
         return f"epsilon {round_up(self.epsilon)} at delta {self.delta:g}"
 
+    def fields(self) -> dict[str, object]:
+        """The three numbers and the words, for an entry of a list (a ledger's releases)."""
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "unbounded": self.unbounded,
+            "privacy": self.words,
+        }
+
     def to_json(self) -> dict[str, object]:
         """The JSON names every command uses: `epsilon`, `delta`, `unbounded`, then words."""
         return {

@@ -181,15 +181,6 @@ def ledger_privacy(ledger: pb.Ledger, entries: list[list[dict[str, Any]]]) -> He
     )
 
 
-def _headline_fields(headline: Headline) -> dict[str, object]:
-    return {
-        "epsilon": headline.epsilon,
-        "delta": headline.delta,
-        "unbounded": headline.unbounded,
-        "privacy": headline.words,
-    }
-
-
 def ledger_json(ledger: pb.Ledger) -> dict[str, object]:
     """Budget, spent and remaining (in the filter's currency, as rho and as epsilon in both
     conversions), the odometer, every release with its claims, budget changes and notes.
@@ -232,7 +223,7 @@ def ledger_json(ledger: pb.Ledger) -> dict[str, object]:
         "entries": [
             {
                 "query_id": e.query_id,
-                **_headline_fields(release_headline(claims)),
+                **release_headline(claims).fields(),
                 "released_at": e.released_at.ToJsonString() if e.HasField("released_at") else None,
                 "charged": _optional(e, "charged"),
                 "claims": claims,

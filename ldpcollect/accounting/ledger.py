@@ -39,7 +39,7 @@ from ldpcollect.accounting.odometer import rounded_up
 from ldpcollect.accounting.release_cost import FILTER_ORDERS, PrivacyClaim
 from ldpcollect.accounting.renyi_filter import admits, claim_curve, order_budgets, used_fraction
 from ldpcollect.errors import ParameterError
-from ldpcollect.privacy_headline import Headline, ledger_headline, release_headline
+from ldpcollect.privacy_headline import ledger_headline, release_headline
 
 DEFAULT_ODOMETER_DELTA = 1e-6
 
@@ -72,15 +72,6 @@ def _view(claims: tuple[PrivacyClaim, ...] | list[PrivacyClaim], view: str) -> P
         if claim.view == view:
             return claim
     raise ParameterError("claims", [c.view for c in claims], f"a list holding a {view!r} claim")
-
-
-def _headline_fields(headline: Headline) -> dict[str, object]:
-    return {
-        "epsilon": headline.epsilon,
-        "delta": headline.delta,
-        "unbounded": headline.unbounded,
-        "privacy": headline.words,
-    }
 
 
 def _num(value: float) -> float | None:
@@ -369,7 +360,7 @@ class PrivacyLedger:
             "releases": [
                 {
                     "query_id": r.query_id,
-                    **_headline_fields(release_headline(c)),
+                    **release_headline(c).fields(),
                     "released_at": r.released_at,
                     "charged": _num(self.cost(r.claims)) if mode != "none" else None,
                     "claims": c,

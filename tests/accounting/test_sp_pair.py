@@ -43,7 +43,9 @@ def oracle_pmfs(s: float, sigma: float) -> tuple[dict[Any, float], dict[Any, flo
     return a, u
 
 
-def oracle_epsilon(sigma: float, targets: int, queries: int, pessimistic: bool) -> float:
+def oracle_epsilon(
+    sigma: float, targets: int, queries: int, pessimistic: bool, delta: float = 1e-6
+) -> float:
     a, u = oracle_pmfs(0.5, sigma)
     on = oracle.from_two_probability_mass_functions(
         u, a, pessimistic_estimate=pessimistic, symmetric=False
@@ -53,7 +55,8 @@ def oracle_epsilon(sigma: float, targets: int, queries: int, pessimistic: bool) 
             a, u, pessimistic_estimate=pessimistic, symmetric=False
         )
         on = on.compose(off)
-    return float(on.self_compose(queries).get_epsilon_for_delta(1e-6))
+    composed = on if queries == 1 else on.self_compose(queries)
+    return float(composed.get_epsilon_for_delta(delta))
 
 
 @pytest.mark.parametrize(
@@ -123,18 +126,9 @@ def test_small_delta_uses_the_exact_pair_against_the_oracle(sigma: int, targets:
     the noise's 2.5-3x; the convolution is now exact there, and matches dp-accounting."""
     delta = 1e-12
     ours = sp_noised_epsilon(HALF, Fraction(sigma), targets, delta)
-    a, u = oracle_pmfs(0.5, sigma)
-    bounds = []
-    for pessimistic in (False, True):
-        on = oracle.from_two_probability_mass_functions(
-            u, a, pessimistic_estimate=pessimistic, symmetric=False
-        )
-        if targets >= 2:
-            off = oracle.from_two_probability_mass_functions(
-                a, u, pessimistic_estimate=pessimistic, symmetric=False
-            )
-            on = on.compose(off)
-        bounds.append(float(on.get_epsilon_for_delta(delta)))
+    bounds = [
+        oracle_epsilon(sigma, targets, 1, pessimistic, delta) for pessimistic in (False, True)
+    ]
     assert bounds[0] <= ours <= bounds[1] + 1e-3
     public = release_claims(SamplingPrivacy("1/2"), targets, Fraction(sigma), delta)[0]
     assert public.headline == "sp_exact_pair" and public.epsilon == ours
