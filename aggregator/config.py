@@ -51,6 +51,11 @@ class AggregatorConfig:
     # of the SQLite file `db_path`; `store_pool_size` connections per replica.
     store_url: str | None = None
     store_pool_size: int = 4
+    # The privacy budget (epsilon, delta, filter: "" for the default) fixed at start
+    # (`serve --budget`), and whether releases are refused while no budget is set and none
+    # was opted out of.
+    budget: tuple[float, float, str] | None = None
+    require_budget: bool = False
 
     @property
     def store_name(self) -> str:

@@ -58,6 +58,7 @@ def claim_to_proto(claim: dict[str, Any]) -> pb.PrivacyClaim:
         explanation=c.explanation,
         headline=c.headline,
         figures=c.figures,
+        reveal_probability=c.reveal_probability,
     )
 
 
@@ -131,12 +132,20 @@ def ledger_to_proto(body: str | None) -> pb.Ledger:
         "whatever budget changes happened."
     )
     late = [c for c in stored.budget_changes if int(c.get("releases_before", 0)) > 0]
-    if late:
+    legacy = [c for c in late if not c.get("new_filter")]
+    if legacy:
         notes.append(
-            f"The budget was changed {len(late)} time(s) after releases had been charged "
-            f"(latest: epsilon {late[-1]['epsilon']:g}, delta {late[-1]['delta']:g}). Raising or "
-            "removing a budget is sound only if that decision did not depend on released "
-            "results; otherwise rely on the odometer."
+            f"The budget was changed {len(legacy)} time(s) after releases had been charged "
+            "within one filter (recorded by an earlier version, which allowed it): such a "
+            "change voids that filter's guarantee if it depended on released results; rely on "
+            "the odometer."
+        )
+    filters = [c for c in late if c.get("new_filter")]
+    if filters:
+        notes.append(
+            f"{len(filters)} new filter(s) were started after releases (latest after "
+            f"{filters[-1]['releases_before']} release(s)); each budget limits the releases "
+            "after it, and the odometer covers every release."
         )
     if stored.unaccounted:
         notes.append(
@@ -177,8 +186,12 @@ def ledger_to_proto(body: str | None) -> pb.Ledger:
                 delta=float(c["delta"]),
                 changed_at=timestamp(epoch_seconds(str(c["changed_at"]))),
                 releases_before=int(c["releases_before"]),
+                new_filter=bool(c.get("new_filter", False)),
+                no_budget=bool(c.get("no_budget", False)),
             )
             for c in stored.budget_changes
         ],
         notes=notes,
+        filter_start=ledger.filter_start,
+        no_budget=ledger.no_budget,
     )

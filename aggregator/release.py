@@ -8,7 +8,8 @@ Order of a release (each step sees only what the previous one decided):
   2. filter: `PrivacyLedger.check` refuses a release that would exceed the budget with
      `Exhausted` (spent, requested, remaining) BEFORE anything is computed or noised;
   3. noise: exact discrete Gaussian noise on every released round count (when requested);
-  4. estimate with the mechanism's own estimator (noise variance included in the error);
+  4. estimate with the mechanism's own estimator (noise variance included in the error), and
+     exact 95% intervals from the estimator's law (`ldpcollect.intervals`);
   5. charge the ledger;
   then the store persists the release and the ledger, and deletes the individual reports, in
   the same transaction. A refused release changes nothing.
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import sys
 import threading
 import time
@@ -42,6 +42,7 @@ from aggregator.model import QueryInfo, ReleaseRecord, TargetRelease
 from aggregator.store.base import LedgerFn
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms.no_privacy import gives_no_privacy
+from ldpcollect.privacy_headline import NO_BUDGET_NOTE
 
 if TYPE_CHECKING:
     from ldpcollect.accounting.ledger import BudgetExceeded, PrivacyLedger
@@ -135,6 +136,14 @@ NO_PRIVACY_NOTE = (
 )
 
 
+NO_BUDGET_REFUSAL = (
+    "release of {query_id!r} refused, nothing was computed or changed: no privacy budget is "
+    "set. Fix one before the first release (`ldpcollect ledger set-budget --epsilon E --delta "
+    "D`, or `ldpcollect serve --budget E,D`; `ldpcollect privacy plan` helps choose), or opt "
+    "out explicitly (`ldpcollect ledger set-budget --no-budget`)."
+)
+
+
 class ReleaseAccounting:
     """Claims for a query (cached: they depend only on the query and the delta) and noise.
 
@@ -225,8 +234,8 @@ class ReleaseAccounting:
 def refusal(query_id: str, exc: BudgetExceeded) -> Exhausted:
     return Exhausted(
         f"release of {query_id!r} refused, nothing was computed or changed: {exc} "
-        "SetBudget can raise the budget (sound only if that decision does not depend on "
-        "released results).",
+        "The budget of a filter cannot be raised; a new filter (`ldpcollect ledger set-budget "
+        "--new-filter ...`) limits later releases, and the odometer covers all of them.",
     )
 
 
@@ -254,9 +263,13 @@ class Releaser:
         self,
         accounting: ReleaseAccounting | None = None,
         clock: Callable[[], float] = time.time,
+        require_budget: bool = False,
     ) -> None:
         self._acct = accounting if accounting is not None else ReleaseAccounting()
         self._clock = clock
+        # Refuse releases while no budget is set, unless the ledger records an explicit
+        # opt-out (`serve` requires a budget unless started with --no-budget).
+        self._require_budget = require_budget
 
     def prepare(self, query: QueryInfo, ledger_body: str | None) -> None:
         """Warm the claims cache at the current ledger's delta (optional; any thread)."""
@@ -277,6 +290,10 @@ class Releaser:
         ledger = stored.ledger
         # 1-2. Claims, then the filter: refuse before anything is computed or noised.
         claims = self._acct.claims(query, stored.reporting_delta)
+        if ledger.mode == "none":
+            if self._require_budget and not ledger.no_budget:
+                raise FailedPrecondition(NO_BUDGET_REFUSAL.format(query_id=query.query_id))
+            claims = [replace(c, explanation=f"{c.explanation} {NO_BUDGET_NOTE}") for c in claims]
         try:
             ledger.check(claims)
         except budget_exceeded as exc:
@@ -291,6 +308,11 @@ class Releaser:
         # 4. Estimates from the (noised) counts of devices that completed every round.
         n = query.completed_devices
         est = query.spec.mechanism.estimate(released, n, noise_variance)
+        # 4b. Exact 95% intervals (the plug-in one undercovers small cells).
+        from ldpcollect.intervals import release_intervals
+
+        ci_low, ci_high = release_intervals(query.spec.mechanism, released, n, sigma)
+        est = replace(est, ci_low=ci_low, ci_high=ci_high)
         # 5. Charge the ledger.
         released_at = self._clock()
         try:
@@ -324,9 +346,10 @@ class Releaser:
 def release_function(
     accounting: ReleaseAccounting | None = None,
     clock: Callable[[], float] = time.time,
+    require_budget: bool = False,
 ) -> Releaser:
     """The ReleaseFn the store runs inside its transaction."""
-    return Releaser(accounting, clock)
+    return Releaser(accounting, clock, require_budget)
 
 
 def _validated_budget(epsilon: float, delta: float) -> PrivacyLedger:
@@ -342,12 +365,24 @@ LEDGER_FILTERS = ("zcdp", "renyi")
 
 
 def set_budget_function(
-    epsilon: float, delta: float, clock: Callable[[], float] = time.time, filter: str = ""
+    epsilon: float,
+    delta: float,
+    clock: Callable[[], float] = time.time,
+    filter: str = "",
+    new_filter: bool = False,
+    no_budget: bool = False,
 ) -> LedgerFn:
-    """A LedgerFn setting the budget. Validates first (`Invalid`); refuses a budget below
-    what is already spent (`FailedPrecondition`). Raising a budget (or removing it, epsilon 0)
-    after releases is allowed and recorded: it is sound only if not decided from released
-    results, which the ledger's notes say."""
+    """A LedgerFn setting the budget (docs/privacy.md, "The ledger").
+
+    The budget of a filter is fixed once a release was charged under it: changing it then
+    (raising it above all) would void the filter's guarantee, so it is refused
+    (`FailedPrecondition`) unless `new_filter` starts a new filter, an explicit recorded act:
+    the new budget limits the releases after it, and the odometer keeps covering every
+    release. Setting a budget where none was set starts the first filter. `no_budget` is the
+    explicit opt-out (epsilon and delta 0): releases then go out unbudgeted and say so. The
+    same budget again changes nothing (a restart with `serve --budget`)."""
+    if no_budget and (epsilon != 0 or delta != 0):
+        raise Invalid("--no-budget takes no epsilon or delta (it records that none is wanted)")
     _validated_budget(epsilon, delta)
     if filter not in ("", *LEDGER_FILTERS):
         raise Invalid(f"filter must be one of {', '.join(LEDGER_FILTERS)} (or empty to keep it)")
@@ -358,26 +393,36 @@ def set_budget_function(
         stored = StoredLedger.from_body(body)
         old = stored.ledger
         chosen = filter or old.filter
-        if chosen != old.filter and old.releases:
-            raise FailedPrecondition(
-                f"the ledger's filter is {old.filter!r} and {len(old.releases)} release(s) were "
-                "charged under it; the filter can only be chosen before the first release"
-            )
-        new = PrivacyLedger(
-            float(epsilon), float(delta), old.odometer_delta, list(old.releases), filter=chosen
+        in_filter = len(old.filter_releases)
+        same = (old.epsilon, old.delta, old.no_budget, old.filter) == (
+            float(epsilon),
+            float(delta),
+            no_budget,
+            chosen,
         )
-        if new.mode != "none":
-            spent, amount = new.spent(), new.budget_amount()
-            if not spent <= amount:
-                unit = new.currency
-                raise FailedPrecondition(
-                    f"budget (epsilon {epsilon:g}, delta {delta:g}) is {unit} {amount:.6g}, "
-                    f"below the {unit} {spent:.6g} already spent by {len(new.releases)} "
-                    "release(s); a budget cannot be lowered below what is spent"
-                    + (
-                        " (some release has no bound in this currency)" if math.isinf(spent) else ""
-                    ),
-                )
+        if same and not new_filter:
+            return stored.to_body()
+        starts = new_filter or (old.mode == "none" and not no_budget and in_filter > 0)
+        if in_filter and not starts and old.mode != "none":
+            raise FailedPrecondition(
+                f"the budget is fixed once a release was charged under it: {in_filter} "
+                f"release(s) were charged under (epsilon {old.epsilon:g}, delta {old.delta:g}"
+                + ("" if old.mode != "none" else ", no budget")
+                + "); changing it now, raising it above all, would void the filter's "
+                "guarantee. To limit later releases by another budget, start a new filter "
+                "(`ldpcollect ledger set-budget --new-filter --epsilon E --delta D`): it is "
+                "recorded, and the ledger's odometer keeps covering every release."
+            )
+        start = len(old.releases) if starts else old.filter_start
+        new = PrivacyLedger(
+            float(epsilon),
+            float(delta),
+            old.odometer_delta,
+            list(old.releases),
+            filter=chosen,
+            filter_start=start,
+            no_budget=no_budget,
+        )
         stored.ledger = new
         stored.budget_changes.append(
             {
@@ -386,6 +431,8 @@ def set_budget_function(
                 "filter": chosen,
                 "changed_at": iso_time(clock()),
                 "releases_before": len(new.releases),
+                "new_filter": starts,
+                "no_budget": no_budget,
             }
         )
         return stored.to_body()

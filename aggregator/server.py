@@ -25,15 +25,17 @@ from grpc_reflection.v1alpha import reflection
 
 from aggregator.config import AggregatorConfig
 from aggregator.edge import EdgeGate, server_options
+from aggregator.errors import ServiceError
 from aggregator.metrics import AggregatorMetrics
 from aggregator.redemption import Redeemer, TokenKeys
-from aggregator.release import release_function
+from aggregator.release import release_function, set_budget_function
 from aggregator.role_limits import trusted_limits
 from aggregator.rpc_handlers import add_services
 from aggregator.service import AdminService, CollectorService
 from aggregator.store.base import Store
 from aggregator.store.sqlite import SqliteStore
 from aggregator.until_signal import serve_until_signal
+from ldpcollect.errors import ParameterError
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -141,6 +143,17 @@ class AggregatorServer:
         self.port: int | None = None
         self.metrics_port: int | None = None
 
+    async def _fix_budget(self, epsilon: float, delta: float, filter: str) -> None:
+        """`serve --budget`: set before the first release (the same again changes nothing); a
+        store whose filter already charged releases under another budget refuses to start."""
+        try:
+            await self.store.update_ledger(set_budget_function(epsilon, delta, filter=filter))
+        except ServiceError as exc:
+            await self.store.close()
+            raise ParameterError(
+                "--budget", f"{epsilon:g},{delta:g}", "the ledger's budget", str(exc)
+            ) from exc
+
     async def start(self) -> int:
         """Open the store, bind, start serving; returns the bound gRPC port.
 
@@ -153,6 +166,8 @@ class AggregatorServer:
         self._redeemer = Redeemer(self.store, keys, self.config.token_verify_processes)
         redeemer = self._redeemer
         await self.store.open()
+        if self.config.budget is not None:
+            await self._fix_budget(*self.config.budget)
         limits = trusted_limits(self.config.max_message_bytes)
         server = grpc.aio.server(
             options=server_options(limits, max(self.config.max_message_bytes, 4 << 20))
@@ -168,7 +183,10 @@ class AggregatorServer:
                 redeemer,
             ),
             AdminService(
-                self.store, self.config.admin_token, release_function(), redeemer=redeemer
+                self.store,
+                self.config.admin_token,
+                release_function(require_budget=self.config.require_budget),
+                redeemer=redeemer,
             ),
             EdgeGate(limits),
         )

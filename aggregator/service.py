@@ -468,7 +468,12 @@ class AdminService(pb_grpc.AdminServicer):
     @_admin
     async def SetBudget(self, request: pb.SetBudgetRequest, context: Context) -> pb.Ledger:
         update = set_budget_function(
-            request.epsilon, request.delta, self._clock, filter=request.filter
+            request.epsilon,
+            request.delta,
+            self._clock,
+            filter=request.filter,
+            new_filter=request.new_filter,
+            no_budget=request.no_budget,
         )
         return ledger_to_proto(await self._store.update_ledger(update))
 

@@ -38,7 +38,6 @@ def _clear() -> None:
         sp_pair.sp_release_renyi,
         sp_pair._target_log_pmfs,
         count_level.rr_count_pair,
-        count_level.split_point,
         release_pld._release_pld,
         release_pld._restated,
         release_pld._planned,

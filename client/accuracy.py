@@ -23,13 +23,14 @@ import math
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import Mechanism
+from ldpcollect.privacy_headline import round_up
 
 Level = Literal["aggregate", "device"]
 LEVELS: tuple[Level, ...] = ("aggregate", "device")
@@ -61,8 +62,10 @@ class StudyRow:
     sqrt(trials) and `bias_z` = bias / bias_se. `sd_ratio_se` is the approximate relative
     standard error of an sd estimated from `trials` normal draws, 1 / sqrt(2 (trials - 1)), so
     `sd_ratio` should be within a few of those of 1. `coverage_95` is the fraction of trials
-    whose reported 95% interval contains the truth. `eps_local` is the leakage of one report
-    (None when unbounded).
+    whose reported 95% interval contains the truth. `epsilon` (delta 0) is what one device's
+    reports for the query reveal to whoever holds them (the trusted aggregator); None with
+    `unbounded` when there is no finite bound (Sampling Privacy: the linked rounds show the
+    selection), `privacy` says it in words.
     """
 
     mechanism: str
@@ -84,7 +87,9 @@ class StudyRow:
     rmse: float
     mean_std_error: float
     coverage_95: float
-    eps_local: float | None
+    epsilon: float | None
+    unbounded: bool
+    privacy: str
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -107,7 +112,10 @@ class StudyRow:
             "rmse": self.rmse,
             "mean_std_error": self.mean_std_error,
             "coverage_95": self.coverage_95,
-            "eps_local": self.eps_local,
+            "epsilon": self.epsilon,
+            "delta": 0.0,
+            "unbounded": self.unbounded,
+            "privacy": self.privacy,
         }
 
 
@@ -168,7 +176,7 @@ class StudyResult:
                     {
                         "mechanism": m.name,
                         "params": m.params(),
-                        "eps_local": finite_or_none(m.local_epsilon()),
+                        **local_privacy(m),
                     }
                     for m in self.mechanisms
                 ],
@@ -189,6 +197,30 @@ def loglog_slope(no: Sequence[int], error: Sequence[float]) -> float | None:
     xs = np.array([x for x, _ in points])
     ys = np.array([y for _, y in points])
     return round(float(np.polyfit(xs, ys, 1)[0]), 6) + 0.0  # + 0.0: no "-0.0"
+
+
+def local_privacy(mechanism: Mechanism) -> dict[str, object]:
+    """What one device's reports for one query reveal to whoever holds them (the trusted
+    aggregator), in the names every command uses: `epsilon` (delta 0), `unbounded`, words."""
+    one = mechanism.local_epsilon()
+    if mechanism.rounds == 2 or not math.isfinite(one):
+        rate = mechanism.params().get("sampling_rate", "1")
+        words = (
+            f"the two rounds of a device, linked, reveal its cell exactly with probability {rate}"
+            + (f"; one round alone is {round_up(one, 4)}-DP" if math.isfinite(one) else "")
+        )
+        return {"epsilon": None, "delta": 0.0, "unbounded": True, "privacy": words}
+    return {
+        "epsilon": one,
+        "delta": 0.0,
+        "unbounded": False,
+        "privacy": f"each report is pure {round_up(one, 4)}-DP",
+    }
+
+
+def _row_privacy(mechanism: Mechanism) -> dict[str, Any]:
+    local = local_privacy(mechanism)
+    return {k: local[k] for k in ("epsilon", "unbounded", "privacy")}
 
 
 def finite_or_none(value: float) -> float | None:
@@ -321,7 +353,7 @@ def summarize(
         rmse=float(math.sqrt(np.mean(errors**2))),
         mean_std_error=float(np.mean(std_errors)),
         coverage_95=float(np.mean(covered)),
-        eps_local=finite_or_none(mechanism.local_epsilon()),
+        **_row_privacy(mechanism),
     )
 
 

@@ -90,9 +90,23 @@ class AdminClient:
             pb.GetLedgerRequest(), metadata=self._metadata, timeout=self._timeout
         )
 
-    def set_budget(self, epsilon: float, delta: float, filter: str = "") -> pb.Ledger:
+    def set_budget(
+        self,
+        epsilon: float,
+        delta: float,
+        filter: str = "",
+        new_filter: bool = False,
+        no_budget: bool = False,
+    ) -> pb.Ledger:
+        request = pb.SetBudgetRequest(
+            epsilon=epsilon,
+            delta=delta,
+            filter=filter,
+            new_filter=new_filter,
+            no_budget=no_budget,
+        )
         return self._stub.SetBudget(
-            pb.SetBudgetRequest(epsilon=epsilon, delta=delta, filter=filter),
+            request,
             metadata=self._metadata,
             timeout=self._timeout,
         )

@@ -122,9 +122,22 @@ class SecureAdminClient:
             pb.GetLedgerRequest(), metadata=self._metadata, timeout=self._timeout
         )
 
-    def set_budget(self, epsilon: float, delta: float, filter: str = "") -> pb.Ledger:
+    def set_budget(
+        self,
+        epsilon: float,
+        delta: float,
+        filter: str = "",
+        new_filter: bool = False,
+        no_budget: bool = False,
+    ) -> pb.Ledger:
         return self._stub.SetSecureBudget(
-            pb.SetBudgetRequest(epsilon=epsilon, delta=delta, filter=filter),
+            pb.SetBudgetRequest(
+                epsilon=epsilon,
+                delta=delta,
+                filter=filter,
+                new_filter=new_filter,
+                no_budget=no_budget,
+            ),
             metadata=self._metadata,
             timeout=self._timeout,
         )

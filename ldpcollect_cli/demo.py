@@ -41,6 +41,7 @@ from client.fleet import FleetConfig, FleetResult, Mode, new_fleet, run_query
 from client.fleet_state import FleetState
 from client.fleet_tokens import FleetTokens
 from client.progress import fleet_progress
+from client.retry import error_details
 from client.secure_admin import SecureAdminClient, as_query
 from client.secure_fleet import run_secure_query
 from client.secure_keys import fetch_helper_config
@@ -75,6 +76,10 @@ DEMO_BLOCK = 5
 TOKENS_PER_DEVICE = 3
 ISSUER_READY = "ldpcollect issuer serving on "
 NOISE_SIGMA = "2"
+# The trusted aggregator's budget, fixed before its first release (`serve --budget`): the
+# Renyi filter admits the count-level RR release. The SP queries run on two aggregators,
+# whose ledger is the leader's (docs/secure-mode.md).
+DEMO_BUDGET = "6,1e-6,renyi"
 LABELS = {"rr": "RR 0.85/0.3", "sp": "SP s=0.5", "sp_noise": f"SP s=0.5 + noise {NOISE_SIGMA}"}
 # The demo's size: the SP queries' devices seal secret shares (about 1.5 ms each in Python)
 # and both aggregators verify them, so the default stays at a few seconds.
@@ -153,7 +158,8 @@ def run_demo(settings: DemoSettings, console: Console) -> None:
             key = (issuer_state / "enrollment.key").read_bytes()
             tokens = FleetTokens(issuer, key, "demo")
             say(f"token issuer on {issuer}: K = {TOKENS_PER_DEVICE} tokens per device")
-        address = stack.enter_context(aggregator_subprocess(db, token, *extra))
+        budget = ("--budget", DEMO_BUDGET)
+        address = stack.enter_context(aggregator_subprocess(db, token, *extra, *budget))
         pair = stack.enter_context(secure_deployment("ldpcollect-demo-secure-", directory))
         say(f"trusted aggregator on {address} (RR), SQLite {db}")
         say(f"leader on {pair.leader}, helper on {pair.helper}: {WHY_TWO}")
@@ -203,7 +209,13 @@ def run_demo(settings: DemoSettings, console: Console) -> None:
             )
         )
         admin.close(rr.query_id)
-        releases = {"rr": admin.release(rr.query_id)}
+        releases: dict[str, pb.QueryRelease] = {}
+        refused: dict[str, str] = {}
+        try:
+            releases["rr"] = admin.release(rr.query_id)
+        except grpc.RpcError as error:  # the budget's filter said no
+            refused["rr"] = error_details(error)
+            say(f"[yellow]{rr.query_id} not released:[/yellow] {refused['rr']}")
         queries = {"rr": admin.get_query(rr.query_id)}
         for name, created in sp_queries.items():
             opened = secure.release(pair.collector, created.query_id)
@@ -222,7 +234,7 @@ def run_demo(settings: DemoSettings, console: Console) -> None:
             write_png(view, settings.maps / f"{view.query_id}.png")
             write_html(view, settings.maps / f"{view.query_id}.html")
             say(f"wrote {settings.maps / view.query_id}.png and .html")
-    _show(settings, console, targets, results, releases, views, ledger, seconds)
+    _show(settings, console, targets, results, releases, refused, views, ledger, seconds)
 
 
 async def _run_fleet(
@@ -333,6 +345,7 @@ def _show(
     targets: list[int],
     results: dict[str, FleetResult],
     releases: dict[str, pb.QueryRelease],
+    refused: dict[str, str],
     views: dict[str, ReleaseView],
     ledger: pb.Ledger,
     seconds: float,
@@ -357,6 +370,7 @@ def _show(
                 "errors": errors,
                 "fleet": {name: r.to_json() for name, r in results.items()},
                 "releases": {name: release_json(r) for name, r in releases.items()},
+                "refused": refused,
                 "ledger": ledger_json(ledger),
             }
         )

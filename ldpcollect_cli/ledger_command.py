@@ -56,43 +56,65 @@ def set_budget(
         float,
         typer.Option(
             "--epsilon",
-            help="The population's epsilon budget (public view); 0 removes the budget.",
+            help="The population's epsilon budget (public view). Fixed once a release is "
+            "charged under it: it can never be raised within a filter.",
         ),
-    ],
+    ] = 0.0,
     delta: Annotated[
         float,
         typer.Option(
             "--delta",
             help="Its delta: > 0 filters zCDP rho (Feldman-Zrnic), 0 sums pure epsilons.",
         ),
-    ],
+    ] = 0.0,
     filter: Annotated[
         str,
         typer.Option(
             "--filter",
             help="zcdp (each release charged its zCDP rho) or renyi (its Renyi curve at several "
             "orders: count-level RR releases fit); empty keeps the ledger's. Only before the "
-            "first release.",
+            "filter's first release.",
         ),
     ] = "",
+    new_filter: Annotated[
+        bool,
+        typer.Option(
+            "--new-filter",
+            help="Start a new filter with this budget for the releases from now on (recorded; "
+            "the ledger's odometer keeps covering every release). The only way to change a "
+            "budget after a release was charged under it.",
+        ),
+    ] = False,
+    no_budget: Annotated[
+        bool,
+        typer.Option(
+            "--no-budget",
+            help="Opt out of a budget explicitly: releases go out unbudgeted and say so.",
+        ),
+    ] = False,
     server: Server = DEFAULT_SERVER,
     admin_token: Token = "",
     tls_ca: TlsCa = None,
     json_out: Json = False,
 ) -> None:
-    """Set the operator's privacy budget (releases past it are refused; never below spent)."""
-    guarded(
-        lambda: _show(
-            with_either(
-                server,
-                admin_token,
-                tls_ca,
-                lambda a: a.set_budget(epsilon, delta, filter),
-                lambda s: s.set_budget(epsilon, delta, filter),
-            ),
-            json_out,
+    """Fix the operator's privacy budget before the first release (releases past it are
+    refused; `ldpcollect privacy plan` helps choose it). Works on a trusted aggregator and
+    on a leader."""
+
+    def call() -> pb.Ledger:
+        if not no_budget and epsilon <= 0:
+            raise ParameterError(
+                "--epsilon", epsilon, "(0, inf)", "or --no-budget to opt out of a budget"
+            )
+        return with_either(
+            server,
+            admin_token,
+            tls_ca,
+            lambda a: a.set_budget(epsilon, delta, filter, new_filter, no_budget),
+            lambda s: s.set_budget(epsilon, delta, filter, new_filter, no_budget),
         )
-    )
+
+    guarded(lambda: _show(call(), json_out))
 
 
 def _no_group_options(ctx: typer.Context) -> None:

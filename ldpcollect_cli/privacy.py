@@ -18,6 +18,7 @@ from rich.table import Table
 
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
+from ldpcollect.privacy_headline import HONEST_PARTICIPANTS
 
 privacy_app = typer.Typer(
     help="Privacy calculator: convert zCDP to (epsilon, delta), cost a plan of queries.",
@@ -42,20 +43,49 @@ def _show(data: dict[str, Any], as_json: bool, title: str) -> None:
     table = Table(title=title)
     table.add_column("figure")
     table.add_column("value (rounded up)")
+    table.add_column("meaning")
     from ldpcollect.accounting.conversions import round_up
 
-    for key, value in data.items():
-        if isinstance(value, dict | list):
-            continue
+    def shown(value: object) -> str:
         if isinstance(value, float):
-            shown = "inf" if math.isinf(value) else f"{round_up(value):.6g}"
-        else:
-            shown = "none" if value is None else str(value)
-        table.add_row(key, shown)
+            return "inf" if math.isinf(value) else f"{round_up(value):.6g}"
+        return "none" if value is None else str(value)
+
+    if "unbounded" in data:  # the headline first: the figure to publish
+        eps = "NONE (unbounded)" if data["unbounded"] else shown(data["epsilon"])
+        table.add_row("EPSILON (publish this)", eps, str(data.get("words", "")))
+    for key, value in data.items():
+        if isinstance(value, dict | list) or key in ("epsilon", "unbounded", "words"):
+            continue
+        table.add_row(key, shown(value), "")
+    settings = data.get("settings", {})
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            value = ", ".join(
+                f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in value.items()
+            )
+        table.add_row(f"SETTINGS: {key}", shown(value), SETTING_WORDS.get(key, ""))
+    details = data.get("details", {})
+    for name, detail in details.items():
+        figure = next((detail[k] for k in ("epsilon", "rho") if k in detail), None)
+        label = "rho" if "rho" in detail else "epsilon"
+        sentence = str(detail.get("sentence", detail.get("explanation", "")))
+        table.add_row(f"  details: {name} ({label})", shown(figure), sentence)
     console = Console()
     console.print(table)
     for note in data.get("notes", []):
         console.print(f"note: {note}")
+
+
+SETTING_WORDS = {
+    "noise_sigma": "query create --noise-sigma (discrete Gaussian noise on every count)",
+    "min_reports": "query create --min-reports (nothing released below it; sets the public's "
+    "count-level epsilon)",
+    "per_release_epsilon": "the public's headline epsilon of one such release",
+    "budget": "fix before the first release: serve --budget EPS,DELTA,renyi",
+    "std_error": "a cell's standard error at `count` devices: the accuracy this buys",
+    "count": "the true count at which std_error is shown (--count)",
+}
 
 
 @privacy_app.command()
@@ -82,11 +112,23 @@ def convert(
             raise ParameterError("rho/epsilon", None, "exactly one of --rho or --epsilon")
         if rho is not None:
             data: dict[str, Any] = {
-                "rho": rho,
+                "epsilon": cks_epsilon(rho, delta),
                 "delta": delta,
-                "eps_cks": cks_epsilon(rho, delta),
-                "eps_bun_steinke": bun_steinke_epsilon(rho, delta),
-                "delta_cks_at_eps_0": cks_delta(rho, 0.0),
+                "unbounded": False,
+                "words": "rho-zCDP converted by Canonne-Kamath-Steinke (tight)",
+                "rho": rho,
+                "details": {
+                    "bun_steinke": {
+                        "epsilon": bun_steinke_epsilon(rho, delta),
+                        "delta": delta,
+                        "sentence": "the conservative conversion (Bun-Steinke)",
+                    },
+                    "delta_at_epsilon_0": {
+                        "epsilon": 0.0,
+                        "delta": cks_delta(rho, 0.0),
+                        "sentence": "the delta at which epsilon 0 holds (CKS)",
+                    },
+                },
             }
         else:
             assert epsilon is not None
@@ -126,19 +168,38 @@ def plan(
     mechanism: Annotated[str, typer.Option(help="rr or sp.")],
     epsilon: Annotated[float, typer.Option(help="Target epsilon for the public, over K queries.")],
     delta: Annotated[float, typer.Option(help="Target delta, in (0, 1).")] = 1e-6,
-    queries: Annotated[int, typer.Option(help="Number of queries (releases).")] = 1,
+    queries: Annotated[
+        int, typer.Option("--queries", "--releases", help="Number of releases in the campaign.")
+    ] = 1,
     targets: Annotated[int, typer.Option(help="Targets per query (2+ = two answers change).")] = 1,
     flip1: Annotated[
         str | None, typer.Option(help="RR: probability of answering truthfully.")
     ] = None,
     flip2: Annotated[str | None, typer.Option(help="RR: probability of Yes otherwise.")] = None,
     sampling_rate: Annotated[str | None, typer.Option(help="SP: sampling rate s.")] = None,
+    per: Annotated[
+        str,
+        typer.Option(
+            "--per",
+            help="release: --epsilon is each release's; campaign: it is the whole campaign's "
+            "(--queries releases, each chosen after seeing earlier ones: the budget's filter).",
+        ),
+    ] = "release",
+    count: Annotated[
+        int, typer.Option(help="A cell's true count at which to show the standard error.")
+    ] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """What a target (epsilon, delta) over K queries needs: the release noise sigma (SP: by its
-    exact single-device pair, beside what the noise's sensitivity alone would need) or, for RR,
-    the participants floor (--min-reports) at count level."""
-    from ldpcollect.accounting.planner import gaussian_sigma, rr_participants, sp_sigma
+    """The settings that meet a privacy target, and what they cost in accuracy: the release
+    noise sigma (SP) or the participants floor --min-reports (RR), the budget to fix before the
+    first release (`serve --budget`), and the standard error per cell they buy. `sigma` and
+    `participants` also answer "K queries fixed in advance" (PLD composition)."""
+    from ldpcollect.accounting.planner import (
+        gaussian_sigma,
+        plan_settings,
+        rr_participants,
+        sp_sigma,
+    )
 
     try:
         mech = _mechanism(mechanism, flip1, flip2, sampling_rate)
@@ -172,10 +233,40 @@ def plan(
                 "participants: the smallest --min-reports for which the count-level public "
                 "figure meets the target without noise"
             )
+        settings = plan_settings(mech, epsilon, delta, targets, queries, per, count)
+        data["per"] = per
+        data["settings"] = settings
+        data["commands"] = _commands(mech, settings)
+        data["notes"].append(
+            f"settings: meet epsilon {epsilon:g} per {per} ({queries} release(s)); the budget "
+            "is for the Renyi filter, fixed before the first release; std_error is a cell's "
+            f"standard error with {count} devices truly there"
+            + (" (RR: among min_reports participants)" if settings["min_reports"] else "")
+        )
+        if settings["min_reports"]:
+            data["notes"].append(HONEST_PARTICIPANTS)
     except ParameterError as exc:
         _fail(str(exc))
         return
     _show(data, as_json, f"plan for epsilon {epsilon:g} at delta {delta:g}")
+    if not as_json:
+        for line in data["commands"]:
+            typer.echo(line)
+
+
+def _commands(mech: RandomizedResponse | SamplingPrivacy, s: dict[str, Any]) -> list[str]:
+    """The commands that apply a plan."""
+    budget = s["budget"]
+    mechanism = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in mech.params().items())
+    query = f"ldpcollect query create --mechanism {mech.name} {mechanism}"
+    if s["noise_sigma"] is not None:
+        query += f" --noise-sigma {s['noise_sigma']:g}"
+    if s["min_reports"] is not None:
+        query += f" --min-reports {s['min_reports']}"
+    return [
+        f"ldpcollect serve --budget {budget['epsilon']:g},{budget['delta']:g},renyi ...",
+        query + " ...",
+    ]
 
 
 @privacy_app.command()

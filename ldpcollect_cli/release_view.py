@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ldpcollect import geo, postprocess
 from ldpcollect.errors import ParameterError
-from ldpcollect_cli.service_render import bound
+from ldpcollect.privacy_headline import release_headline
 
 
 @dataclass(frozen=True)
@@ -180,30 +180,14 @@ def _mechanism_words(data: Mapping[str, object]) -> str:
 
 
 def _privacy_words(claims: object) -> str:
-    """The public view's cost in one line (upper bounds, rounded up)."""
+    """The release's headline figure in one line (`ldpcollect.privacy_headline`): the public's
+    tightest epsilon at the ledger's delta, rounded up, or words when there is none."""
     if not isinstance(claims, list):
         return "privacy cost not recorded"
-    public = [c for c in claims if isinstance(c, Mapping) and c.get("view") == "public"]
-    if not public:
+    found = [c for c in claims if isinstance(c, Mapping)]
+    if not any(c.get("view") == "public" for c in found):
         return "privacy cost not recorded"
-    claim = public[0]
-    guarantee = claim.get("guarantee")
-    eps, delta, rho = claim.get("epsilon"), claim.get("delta"), claim.get("rho")
-    pure = claim.get("pure_epsilon")
-    if guarantee == "pure" and isinstance(pure, (int, float)):
-        return f"public: pure epsilon {_up(pure)}"
-    if guarantee == "zcdp" and isinstance(eps, (int, float)) and isinstance(delta, (int, float)):
-        rho_words = f" (zCDP rho {_up(rho)})" if isinstance(rho, (int, float)) else ""
-        return f"public: epsilon {_up(eps)} at delta {delta:g}{rho_words}"
-    if guarantee == "approximate" and isinstance(delta, (int, float)):
-        eps_text = _up(eps) if isinstance(eps, (int, float)) else "?"
-        return f"public: only ({eps_text}, {delta:g})-DP (weak)"
-    return f"public: {guarantee or 'no'} guarantee"
-
-
-def _up(value: float) -> str:
-    """A loss rounded up to 3 significant digits, never below the bound."""
-    return bound(value, 3)
+    return f"public: {release_headline(found).short()}"
 
 
 def _rmse(diffs: Sequence[float]) -> float:

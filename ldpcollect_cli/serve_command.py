@@ -5,6 +5,7 @@ The options only; `serving.py` and `secure_serving.py` start the servers.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -145,6 +146,24 @@ def serve(
             help="With --store: database connections this replica keeps at most.",
         ),
     ] = 4,
+    budget: Annotated[
+        str | None,
+        typer.Option(
+            "--budget",
+            help="EPS,DELTA[,FILTER]: the privacy budget for the public view (FILTER zcdp, the "
+            "default, or renyi), fixed at start before the first release (the same budget "
+            "again at a restart changes nothing; a different one after releases is refused). "
+            "Without it or --no-budget, releases are refused until `ldpcollect ledger "
+            "set-budget` sets one.",
+        ),
+    ] = None,
+    no_budget: Annotated[
+        bool,
+        typer.Option(
+            "--no-budget",
+            help="Allow releases without any budget (each then says so in its output).",
+        ),
+    ] = False,
     min_batch: Annotated[
         int | None,
         typer.Option(
@@ -275,6 +294,10 @@ def serve(
         store,
         store_pool_size,
     )
+    guarded(lambda: _check_budget(budget, no_budget))  # a bad --budget exits here
+    if role == "trusted":
+        parsed = parse_budget(budget, no_budget)
+        settings = replace(settings, budget=parsed, require_budget=not no_budget)
     if role != "trusted":
         from ldpcollect_cli.secure_serving import PeerOptions, PolicyOptions, serve_secure
 
@@ -312,6 +335,29 @@ def serve(
     if given:
         guarded(lambda: _refuse_secure_options(given))
     guarded(lambda: serve_blocking(settings))
+
+
+def parse_budget(text: str | None, no_budget: bool) -> tuple[float, float, str] | None:
+    """`--budget EPS,DELTA[,FILTER]` as (epsilon, delta, filter); ParameterError naming what
+    is wrong."""
+    if text is None:
+        return None
+    if no_budget:
+        raise ParameterError("--budget/--no-budget", text, "one of them, not both")
+    parts = text.split(",")
+    try:
+        epsilon, delta = (float(p) for p in parts[:2])
+    except ValueError:
+        raise ParameterError("--budget", text, "EPS,DELTA[,FILTER], e.g. 1,1e-6") from None
+    if len(parts) > 3 or (len(parts) == 3 and parts[2] not in ("zcdp", "renyi")):
+        raise ParameterError("--budget", text, "EPS,DELTA[,FILTER], FILTER zcdp or renyi")
+    if not (0 < epsilon < float("inf")) or not 0 <= delta < 1:
+        raise ParameterError("--budget", text, "epsilon in (0, inf) and delta in [0, 1)")
+    return epsilon, delta, parts[2] if len(parts) == 3 else ""
+
+
+def _check_budget(text: str | None, no_budget: bool) -> None:
+    parse_budget(text, no_budget)
 
 
 def _refuse_helper_options(helper: str | None) -> None:

@@ -113,7 +113,10 @@ def query_create(
         typer.Option(
             "--min-reports",
             min=1,
-            help="Devices that must answer every round before the query can be released.",
+            help="Devices that must answer every round before the query can be released. "
+            "For randomized response it also sets the public's epsilon (count level: the "
+            "others' random answers hide each device; more reports, smaller epsilon; assumes "
+            "honest devices, see --require-tokens). `ldpcollect privacy plan` finds it.",
         ),
     ] = 1,
     noise_sigma: Annotated[

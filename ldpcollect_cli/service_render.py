@@ -16,6 +16,13 @@ from rich.table import Table
 from client.secure_admin import as_query
 from ldpcollect import geo, wire
 from ldpcollect.errors import ParameterError
+from ldpcollect.privacy_headline import (
+    Detail,
+    Headline,
+    ledger_headline,
+    release_headline,
+    unbounded_words,
+)
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2 as spb
 
@@ -118,7 +125,12 @@ def claim_json(claim: pb.PrivacyClaim) -> dict[str, object]:
         "figures": {k: number(v) for k, v in sorted(claim.figures.items())},
         "explanation": claim.explanation,
     }
+    reveal = _optional(claim, "reveal_probability")
+    data["unbounded"] = reveal is not None or data["epsilon"] is None
+    data["reveal_probability"] = reveal
     data["null_reasons"] = _claim_reasons(claim, data)
+    if reveal is not None:
+        data["null_reasons"]["epsilon"] = unbounded_words(data)
     return data
 
 
@@ -138,8 +150,14 @@ def release_json(release: pb.QueryRelease, query: pb.Query | None = None) -> dic
         described = query_json(query)
         about = {key: described[key] for key in ("mechanism", "params", "scheme", "noise_sigma")}
         ids = cell_ids_json(str(described["scheme"]), (e.location_id for e in release.estimates))
+    claims = [claim_json(c) for c in release.claims]
+    headline = release_headline(claims)
     return {
         "query_id": release.query_id,
+        "epsilon": headline.epsilon,
+        "delta": headline.delta,
+        "unbounded": headline.unbounded,
+        "privacy": headline.to_json(),
         **about,
         "participants": int(release.participants),
         "released_at": (
@@ -157,13 +175,28 @@ def release_json(release: pb.QueryRelease, query: pb.Query | None = None) -> dic
             }
             for cell, e in zip(ids, release.estimates, strict=True)
         ],
-        "claims": [claim_json(c) for c in release.claims],
+        "claims": claims,
     }
 
 
 def _optional(message: Message, name: str) -> float | None:
     """An `optional double` field: its number, or None when absent."""
     return number(getattr(message, name)) if message.HasField(name) else None
+
+
+def ledger_privacy(ledger: pb.Ledger, entries: list[list[dict[str, Any]]]) -> Headline:
+    """The ledger's headline: the public's loss over everything released (the odometer)."""
+    # A budget raised within a filter by an earlier version voids that filter's guarantee.
+    raised = any(c.releases_before and not c.new_filter for c in ledger.budget_changes)
+    filtered = ledger.budget_mode not in ("", "none") and not ledger.filter_start and not raised
+    return ledger_headline(
+        number(ledger.odometer_epsilon),
+        ledger.odometer_delta,
+        ledger.odometer_method,
+        entries,
+        ledger.reporting_delta,
+        (ledger.budget_epsilon, ledger.budget_delta) if filtered else None,
+    )
 
 
 def ledger_json(ledger: pb.Ledger) -> dict[str, object]:
@@ -173,7 +206,13 @@ def ledger_json(ledger: pb.Ledger) -> dict[str, object]:
     budget_set = ledger.budget_mode != "none"
     budget_epsilon = number(ledger.budget_epsilon) if budget_set else None
     budget_delta = number(ledger.budget_delta) if budget_set else None
+    entries = [[claim_json(c) for c in e.claims] for e in ledger.entries]
+    headline = ledger_privacy(ledger, entries)
     data: dict[str, Any] = {
+        "epsilon": headline.epsilon,
+        "delta": headline.delta,
+        "unbounded": headline.unbounded,
+        "privacy": headline.to_json(),
         "budget": {
             "epsilon": budget_epsilon,
             "delta": budget_delta,
@@ -202,11 +241,12 @@ def ledger_json(ledger: pb.Ledger) -> dict[str, object]:
         "entries": [
             {
                 "query_id": e.query_id,
+                **release_headline(claims).fields(),
                 "released_at": e.released_at.ToJsonString() if e.HasField("released_at") else None,
                 "charged": _optional(e, "charged"),
-                "claims": [claim_json(c) for c in e.claims],
+                "claims": claims,
             }
-            for e in ledger.entries
+            for e, claims in zip(ledger.entries, entries, strict=True)
         ],
         "budget_changes": [
             {
@@ -223,6 +263,8 @@ def ledger_json(ledger: pb.Ledger) -> dict[str, object]:
         key: (
             "no budget is set"
             if not budget_set and (key.startswith(("budget", "remaining")))
+            else headline.words
+            if key == "epsilon"
             else "no finite bound: a release without a bound in this currency was recorded"
         )
         for key, value in data.items()
@@ -321,72 +363,59 @@ def explanations(console: Console, claims: Sequence[pb.PrivacyClaim]) -> None:
             console.print(f"[dim]{c.view}:[/dim] {c.explanation}")
 
 
-def plain_words(claim: pb.PrivacyClaim) -> str:
-    """One claim as a sentence for a person (the numbers are upper bounds)."""
-    if claim.guarantee == "pure" and claim.HasField("pure_epsilon"):
-        eps = claim.pure_epsilon
-        return (
-            f"pure {bound(eps, 3)}-DP: no outcome becomes more than e^{bound(eps, 3)} = "
-            f"{bound(math.exp(eps), 3)} "
-            "times more likely when one device moves"
-        )
-    if claim.guarantee == "zcdp" and claim.HasField("rho"):
-        return (
-            f"zCDP rho {bound(claim.rho, 3)}: ({bound(claim.epsilon, 3)}, "
-            f"{bound(claim.delta, 6)})-DP (Bun-Steinke {bound(claim.epsilon_bun_steinke, 3)}); "
-            f"no outcome becomes more than e^{bound(claim.epsilon, 3)} = "
-            f"{bound(math.exp(claim.epsilon), 3)} times more likely, except with probability "
-            f"{bound(claim.delta, 6)}"
-        )
-    if claim.guarantee == "approximate":
-        return (
-            f"WEAK, only ({bound(claim.epsilon, 3)}, {bound(claim.delta, 6)})-DP: with "
-            f"probability {bound(claim.delta, 6)} a device's location can be revealed exactly; "
-            "no finite epsilon "
-            "holds at any smaller delta"
-        )
-    return "NO guarantee: a device's answers can be revealed with certainty"
+def release_privacy(release: pb.QueryRelease) -> Headline:
+    """The release's headline figure and its details (`ldpcollect.privacy_headline`): what maps,
+    tables and exports print first."""
+    return release_headline([claim_json(c) for c in release.claims])
 
 
 def privacy_lines(release: pb.QueryRelease) -> list[str]:
-    """Plain words per view; one line when both views have the same guarantee."""
-    words = {c.view: plain_words(c) for c in release.claims}
-    if not words:
-        return [f"{release.query_id}: the release carried no privacy claims"]
-    if len(set(words.values())) == 1:
-        return [f"{release.query_id}, public and aggregator: {next(iter(words.values()))}"]
-    return [f"{release.query_id}, {view}: {text}" for view, text in words.items()]
+    """The headline in one line, then one line per detail."""
+    headline = release_privacy(release)
+    lines = [f"{release.query_id}: {headline.short()} - {headline.words}"]
+    lines += [f"  {d.name}: {_detail_figure(d)}{d.sentence}" for d in headline.details]
+    return lines
+
+
+def _detail_figure(detail: Detail) -> str:
+    if detail.epsilon is None:
+        return ""
+    at = "" if detail.delta is None else f" at delta {detail.delta:g}"
+    return f"epsilon {bound(detail.epsilon, 3)}{at}: "
 
 
 def privacy_table(releases: Iterable[pb.QueryRelease], delta: float | None) -> Table:
-    """Each release's cost for both views: tight and Bun-Steinke epsilon at delta, zCDP rho;
-    the caption says it in plain words."""
+    """One headline per release (the public's tightest epsilon at the ledger's delta: the
+    figure to publish), then its details, one sentence each."""
     table = Table(
-        title="privacy cost (upper bounds"
+        title="privacy (public view, upper bounds"
         + ("" if delta is None else f"; epsilon at delta {delta:g}")
         + ")",
         box=box.SIMPLE_HEAD,
         show_edge=False,
         pad_edge=False,
     )
-    for column in ("release", "view", "guarantee", "epsilon", "Bun-Steinke", "delta", "rho"):
-        left = column in ("release", "view", "guarantee")
-        table.add_column(column, justify="left" if left else "right", no_wrap=True)
-    lines: list[str] = []
+    for column in ("release", "figure", "epsilon", "delta", "meaning"):
+        right = column in ("epsilon", "delta")
+        table.add_column(column, justify="right" if right else "left", no_wrap=column != "meaning")
     for release in releases:
-        for c in release.claims:
+        headline = release_privacy(release)
+        eps = "NONE (unbounded)" if headline.unbounded else bound(headline.epsilon, 3)
+        table.add_row(
+            release.query_id,
+            "HEADLINE",
+            eps,
+            "-" if headline.delta is None else f"{headline.delta:g}",
+            headline.words,
+        )
+        for d in headline.details:
             table.add_row(
-                release.query_id,
-                c.view,
-                c.guarantee,
-                bound(c.epsilon, 3),
-                bound(c.epsilon_bun_steinke, 3),
-                bound(c.delta, 6),
-                bound(c.rho, 3) if c.HasField("rho") else "-",
+                "",
+                f"  {d.name}",
+                "-" if d.epsilon is None else bound(d.epsilon, 3),
+                "-" if d.delta is None else f"{d.delta:g}",
+                d.sentence,
             )
-        lines += privacy_lines(release)
-    table.caption = "\n".join(lines)
-    table.caption_justify = "left"
     return table
 
 
@@ -417,6 +446,9 @@ def ledger_tables(ledger: pb.Ledger, width: int | None = None) -> list[Table]:
     summary = Table(title="privacy ledger (public view; upper bounds)", show_header=False)
     summary.add_column("", style="bold")
     summary.add_column("")
+    headline = ledger_privacy(ledger, [[claim_json(c) for c in e.claims] for e in ledger.entries])
+    summary.add_row("PUBLISH THIS", f"{headline.short()}: {headline.words}")
+    summary.add_row("details", "every figure below is an upper bound on the same loss or a part")
     summary.add_row(
         "budget mode",
         f"{ledger.budget_mode or 'none'} - " + MODE_WORDS.get(ledger.budget_mode, "unknown mode"),
@@ -432,8 +464,9 @@ def ledger_tables(ledger: pb.Ledger, width: int | None = None) -> list[Table]:
     summary.add_row(f"remaining ({currency})", remaining)
     summary.add_row(
         "spent as epsilon",
-        f"{bound(ledger.spent_epsilon)} (tight, CKS); {bound(ledger.spent_epsilon_bun_steinke)} "
-        f"(Bun-Steinke) at delta {ledger.reporting_delta:g}; rho {bound(ledger.spent_rho)}",
+        f"{bound(ledger.spent_epsilon)} (CKS); {bound(ledger.spent_epsilon_bun_steinke)} "
+        f"(Bun-Steinke) at delta {ledger.reporting_delta:g}; rho {bound(ledger.spent_rho)} - "
+        "the zCDP filter's own accounting, looser than the headline",
     )
     if ledger.budget_mode and ledger.budget_mode != "none":
         summary.add_row(

@@ -32,6 +32,8 @@ class ServeSettings:
     token_verify_processes: int = 0
     store: str | None = None
     store_pool_size: int = 4
+    budget: tuple[float, float, str] | None = None  # fixed at start (`serve --budget`)
+    require_budget: bool = False  # refuse releases while no budget is set (no --no-budget)
 
 
 def serve_blocking(settings: ServeSettings) -> None:
@@ -74,6 +76,8 @@ def serve_blocking(settings: ServeSettings) -> None:
         token_verify_processes=settings.token_verify_processes,
         store_url=settings.store,
         store_pool_size=settings.store_pool_size,
+        budget=settings.budget,
+        require_budget=settings.require_budget,
     )
     warning = plaintext_warning(config.listen, config.tls)
     if warning is not None:

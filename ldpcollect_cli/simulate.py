@@ -23,6 +23,7 @@ from client.accuracy import (
     Z95,
     Level,
     StudyResult,
+    local_privacy,
     loglog_slope,
     run_study,
     total_trials,
@@ -208,10 +209,15 @@ def scaling_summary(result: StudyResult) -> str:
 
 def mechanism_label(mechanism: Mechanism) -> str:
     params = ", ".join(f"{k}={v}" for k, v in mechanism.params().items())
-    eps = mechanism.local_epsilon()
+    local = local_privacy(mechanism)
+    eps = local["epsilon"]
     # Rounded up: a printed privacy figure is never below the true one (2.990 -> 2.991).
-    eps_text = "inf" if not math.isfinite(eps) else f"{math.ceil(eps * 1000) / 1000:.3f}"
-    return f"{mechanism.name.upper()} ({params}; eps_local {eps_text})"
+    eps_text = (
+        f"epsilon {math.ceil(eps * 1000) / 1000:.3f} per report"
+        if isinstance(eps, float)
+        else f"NO finite epsilon: {local['privacy']}"
+    )
+    return f"{mechanism.name.upper()} ({params}; {eps_text})"
 
 
 def plot_study(result: StudyResult, path: Path) -> None:

@@ -49,6 +49,9 @@ WHY_TWO = (
     "flights-sp runs on two aggregators (leader and helper): one aggregator would see both "
     "rounds of every device and learn the cell of each device selected at its own cell"
 )
+# The trusted aggregator's budget, fixed before its first release (`serve --budget`): the
+# Renyi filter admits the count-level RR release over at least 1,000 reports.
+PILOT_BUDGET = "2,1e-6,renyi"
 console = Console()
 
 
@@ -180,7 +183,7 @@ def main() -> None:
     db = out / "pilot.db"
     db.unlink(missing_ok=True)
     with (
-        aggregator_subprocess(db, token) as address,
+        aggregator_subprocess(db, token, "--budget", PILOT_BUDGET) as address,
         secure_deployment("ldpcollect-pilot-") as pair,
     ):
         trusted = {**os.environ, "LDPCOLLECT_ADMIN_TOKEN": token, "LDPCOLLECT_SERVER": address}

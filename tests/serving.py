@@ -42,8 +42,12 @@ class Served:
 
 
 def spawn_serve(token: str, *args: str) -> Served:
-    """Start `ldpcollect serve --listen 127.0.0.1:0 ARGS` and wait for its ready line."""
+    """Start `ldpcollect serve --listen 127.0.0.1:0 ARGS` and wait for its ready line. A
+    trusted aggregator given neither `--budget` nor `--no-budget` gets `--no-budget` (the
+    explicit opt-out): tests about budgets pass their own."""
     command = [sys.executable, "-m", "ldpcollect_cli.main", "serve", "--listen", "127.0.0.1:0"]
+    if not {"--budget", "--no-budget", "--role"} & set(args):
+        args = (*args, "--no-budget")
     proc = subprocess.Popen(
         [*command, *args],
         env=cli_env(token),

@@ -57,7 +57,7 @@ class ServerProcess:
 
     def start(self) -> None:
         args = [sys.executable, "-m", "ldpcollect_cli.main", "serve", "--db", str(self.db)]
-        args += ["--listen", self.address, "--admin-token", TOKEN]
+        args += ["--listen", self.address, "--admin-token", TOKEN, "--no-budget"]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 60
         while True:

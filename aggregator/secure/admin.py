@@ -173,6 +173,12 @@ class LeaderAdmin:
         return ledger_to_proto(await asyncio.to_thread(self.store.ledger))
 
     async def set_budget(self, request: pb.SetBudgetRequest) -> pb.Ledger:
-        update = set_budget_function(request.epsilon, request.delta, filter=request.filter)
+        update = set_budget_function(
+            request.epsilon,
+            request.delta,
+            filter=request.filter,
+            new_filter=request.new_filter,
+            no_budget=request.no_budget,
+        )
         async with self._collect:
             return ledger_to_proto(await asyncio.to_thread(self.store.update_ledger, update))

@@ -38,6 +38,7 @@ from ldpcollect.accounting.release_cost import (
 )
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import Mechanism, RandomizedResponse, SamplingPrivacy
+from ldpcollect.privacy_headline import HONEST_PARTICIPANTS, bounded_words
 
 MAX_EXACT_QUERIES = 200  # exact RR composition beyond this falls back to Renyi / pure bounds
 MAX_PLD_QUERIES = 1000  # SP's exact pair is composed by PLD up to this many queries
@@ -154,7 +155,83 @@ def queries_cost(
             "Figures assume one target per query. With two or more targets a device moving "
             "between two targets changes two answers; use --targets 2 (or more) for such queries."
         )
-    return result
+    return presented(result)
+
+
+# The figures beside the headline, by their old keys: (name under `details`, one sentence).
+DETAIL_WORDS = {
+    "eps_count_level": (
+        "count_level",
+        "the public sees only counts over at least --participants devices (exact PLD); "
+        + HONEST_PARTICIPANTS,
+    ),
+    "eps_sp_exact_pair": ("sp_exact_pair", "one device's noisy SP releases composed exactly"),
+    "eps_renyi": ("renyi", "the summed Renyi curves converted by CKS"),
+    "eps_cks": ("zcdp_cks", "the summed zCDP rho converted by Canonne-Kamath-Steinke"),
+    "eps_bun_steinke": ("zcdp_bun_steinke", "the same rho by Bun-Steinke (conservative)"),
+    "eps_basic": ("basic", "the per-query pure epsilons added (delta 0)"),
+    "eps_adaptive": (
+        "adaptive",
+        "what the ledger's odometer reads if each query is chosen after seeing earlier results",
+    ),
+    "pure_epsilon": ("pure_epsilon", "the public's loss with delta 0, when one exists"),
+    "per_query_epsilon": ("per_query_epsilon", "one query's pure epsilon (one device's report)"),
+    "per_round_epsilon": (
+        "per_round_epsilon",
+        "one round's answers seen alone (a party that never links a device's two rounds)",
+    ),
+}
+RHO_WORDS = {
+    "rho": "total zCDP rho (what the zCDP budget filter charges)",
+    "per_query_rho": "one query's zCDP rho from the reports' own Renyi curve",
+    "noise_rho_per_query": "one query's zCDP rho from the release noise alone",
+}
+
+
+def presented(result: dict[str, Any]) -> dict[str, Any]:
+    """The calculator's figures as every command shows them: `epsilon`, `delta`, `unbounded`
+    and words first, every other figure under `details` with one sentence."""
+    delta = float(result["delta"])
+    out: dict[str, Any] = {}
+    reveal = result.get("approx_delta")
+    eps = result.get("eps")
+    unbounded = eps is None or (reveal is not None and result["guarantee"] == "approximate")
+    if unbounded or eps is None:
+        why = (
+            f"reveals a device's cell exactly with probability {reveal:.6g} over these "
+            "queries (no finite epsilon at a smaller delta); add release noise"
+            if reveal is not None and result["guarantee"] == "approximate"
+            else "can reveal a device's answers with certainty: no guarantee"
+        )
+        out.update(epsilon=None, delta=delta, unbounded=True, words=why)
+    else:
+        out.update(
+            epsilon=eps,
+            delta=delta,
+            unbounded=False,
+            words=f"the public's tightest epsilon over {result['queries']} queries: "
+            + bounded_words(eps, delta),
+        )
+    for key in ("mechanism", "params", "queries", "targets", "noise_sigma", "participants"):
+        out[key] = result[key]
+    out["guarantee"] = result["guarantee"]
+    details: dict[str, dict[str, Any]] = {}
+    for key, (name, sentence) in DETAIL_WORDS.items():
+        if result.get(key) is not None:
+            at = 0.0 if key in ("eps_basic", "pure_epsilon", "per_query_epsilon") else delta
+            details[name] = {"epsilon": result[key], "delta": at, "sentence": sentence}
+    for key, sentence in RHO_WORDS.items():
+        if result.get(key) is not None:
+            details[key] = {"rho": result[key], "sentence": sentence}
+    aggregator = dict(result["aggregator"])
+    aggregator["epsilon"] = aggregator.pop("eps")
+    if "approx_delta" in aggregator:
+        aggregator["reveal_probability"] = aggregator.pop("approx_delta")
+    aggregator["unbounded"] = aggregator["epsilon"] is None or "reveal_probability" in aggregator
+    details["aggregator"] = aggregator
+    out["details"] = details
+    out["notes"] = result["notes"]
+    return out
 
 
 def _noise_terms(

@@ -49,6 +49,21 @@ class PrivacyClaim:
     # What was released (mechanism, its parameters, targets, noise, participants floor), so the
     # ledger can rebuild the release's privacy-loss distribution (`release_pld`). Strings only.
     source: dict[str, str] = field(default_factory=dict)
+    # Set when no finite epsilon holds at `delta` because the view reveals a device's location
+    # exactly with this probability (Sampling Privacy without noise: (0, s)-DP and no better).
+    reveal_probability: float | None = None
+
+    @property
+    def unbounded(self) -> bool:
+        """No finite epsilon at `delta`: the view is (0, reveal_probability)-DP or nothing."""
+        return self.reveal_probability is not None or math.isinf(self.epsilon)
+
+    def composable(self) -> tuple[float, float]:
+        """(epsilon, delta) that basic composition adds for this claim: (0, reveal_probability)
+        when the view reveals a device with that probability, else the claim's own pair."""
+        if self.reveal_probability is not None:
+            return 0.0, self.reveal_probability
+        return self.epsilon, self.delta
 
     def to_json(self) -> dict[str, Any]:
         """JSON of numbers or null; `null_reasons` says why each null is null."""
@@ -72,17 +87,30 @@ class PrivacyClaim:
             if math.isinf(value):
                 data["renyi"][order] = None
                 reasons[f"renyi.{order}"] = "no finite Renyi divergence at this order"
+        if self.reveal_probability is not None:
+            reasons["epsilon"] = (
+                f"no finite epsilon at any delta below {self.reveal_probability:g}: the view "
+                f"reveals a device's cell exactly with probability {self.reveal_probability:g}"
+            )
+        data["unbounded"] = self.unbounded
         data["null_reasons"] = reasons
         return data
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> PrivacyClaim:
+        reveal = data.get("reveal_probability")
+        epsilon = _decode(data["epsilon"])
+        if reveal is None and data["guarantee"] == "approximate":
+            # Recorded before `reveal_probability`: stored as (0, s); no finite epsilon below s.
+            reveal, epsilon = float(data["delta"]), math.inf
         return PrivacyClaim(
             view=str(data["view"]),
             guarantee=str(data["guarantee"]),
-            epsilon=_decode(data["epsilon"]),
+            epsilon=epsilon,
             delta=float(data["delta"]),
-            epsilon_bun_steinke=_decode(data["epsilon_bun_steinke"]),
+            epsilon_bun_steinke=math.inf
+            if reveal is not None
+            else _decode(data["epsilon_bun_steinke"]),
             rho=None if data.get("rho") is None else float(data["rho"]),
             pure_epsilon=None if data.get("pure_epsilon") is None else float(data["pure_epsilon"]),
             explanation=str(data["explanation"]),
@@ -90,6 +118,7 @@ class PrivacyClaim:
             figures={str(k): _decode(v) for k, v in data.get("figures", {}).items()},
             renyi={str(k): _decode(v) for k, v in data.get("renyi", {}).items()},
             source={str(k): str(v) for k, v in data.get("source", {}).items()},
+            reveal_probability=None if reveal is None else float(reveal),
         )
 
 

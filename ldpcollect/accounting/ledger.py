@@ -39,6 +39,7 @@ from ldpcollect.accounting.odometer import rounded_up
 from ldpcollect.accounting.release_cost import FILTER_ORDERS, PrivacyClaim
 from ldpcollect.accounting.renyi_filter import admits, claim_curve, order_budgets, used_fraction
 from ldpcollect.errors import ParameterError
+from ldpcollect.privacy_headline import ledger_headline, release_headline
 
 DEFAULT_ODOMETER_DELTA = 1e-6
 
@@ -89,6 +90,11 @@ class PrivacyLedger:
     # "zcdp": charge each release its zCDP rho (Feldman-Zrnic zCDP filter). "renyi": charge its
     # Renyi curve at several orders (`renyi_filter`), which lets count-level RR releases through.
     filter: str = "zcdp"
+    # Releases before this index were charged under earlier filters: the budget (the current
+    # filter's) limits the later ones only; the odometer covers every release.
+    filter_start: int = 0
+    # The operator explicitly chose to release without a budget (releases then say so).
+    no_budget: bool = False
 
     def __post_init__(self) -> None:
         self.set_budget(self.epsilon, self.delta)
@@ -138,17 +144,23 @@ class PrivacyLedger:
         value = public.pure_epsilon if self.mode == "pure" else public.rho
         return math.inf if value is None else value
 
+    @property
+    def filter_releases(self) -> list[Release]:
+        """The releases charged under the current filter (its budget applies to them)."""
+        return self.releases[self.filter_start :]
+
     def _spent_curve(self) -> np.ndarray:
-        curves = [claim_curve(r.public()) for r in self.releases]
+        curves = [claim_curve(r.public()) for r in self.filter_releases]
         return np.sum(curves, axis=0) if curves else np.zeros(len(FILTER_ORDERS))
 
     def spent(self) -> float:
         if self.mode == "renyi":
             return used_fraction(self._spent_curve(), order_budgets(self.epsilon, self.delta))
-        return math.fsum(self.cost(r.claims) for r in self.releases) if self.releases else 0.0
+        current = self.filter_releases
+        return math.fsum(self.cost(r.claims) for r in current) if current else 0.0
 
     def spent_rho(self) -> float:
-        rhos = [r.public().rho for r in self.releases]
+        rhos = [r.public().rho for r in self.filter_releases]
         return math.inf if None in rhos else math.fsum(x for x in rhos if x is not None)
 
     def remaining(self) -> float:
@@ -276,7 +288,15 @@ class PrivacyLedger:
         odo = self.odometer()
         notes: list[str] = []
         if mode == "none":
-            notes.append("No budget is set: releases are recorded but none is refused.")
+            notes.append(
+                "No budget is set: releases are recorded but none is refused"
+                + (" (the operator opted out explicitly)." if self.no_budget else ".")
+            )
+        if self.filter_start:
+            notes.append(
+                f"The current filter started after {self.filter_start} release(s): its budget "
+                "limits the releases since; the odometer (the headline) covers every release."
+            )
         for r in self.releases:
             for c in r.claims:
                 if c.guarantee in ("approximate", "none"):
@@ -295,7 +315,20 @@ class PrivacyLedger:
                 "odometer is the figure valid at any time."
             )
         pure_sum = [r.public().pure_epsilon for r in self.releases]
+        claims = [[c.to_json() for c in r.claims] for r in self.releases]
+        headline = ledger_headline(
+            _num(odo["epsilon"]),
+            odo["delta"],
+            str(odo["method"]),
+            claims,
+            self.claims_delta,
+            (self.epsilon, self.delta) if self.mode != "none" and not self.filter_start else None,
+        )
         summary: dict[str, Any] = {
+            "epsilon": headline.epsilon,
+            "delta": headline.delta,
+            "unbounded": headline.unbounded,
+            "privacy": headline.to_json(),
             "budget": {
                 "epsilon": self.epsilon,
                 "delta": self.delta,
@@ -327,11 +360,12 @@ class PrivacyLedger:
             "releases": [
                 {
                     "query_id": r.query_id,
+                    **release_headline(c).fields(),
                     "released_at": r.released_at,
                     "charged": _num(self.cost(r.claims)) if mode != "none" else None,
-                    "claims": [c.to_json() for c in r.claims],
+                    "claims": c,
                 }
-                for r in self.releases
+                for r, c in zip(self.releases, claims, strict=True)
             ],
             "notes": notes,
         }
@@ -350,6 +384,11 @@ class PrivacyLedger:
             if value is None
         }
         return summary
+
+    @property
+    def claims_delta(self) -> float:
+        """The delta new releases' claims are stated at: the budget's, else the reporting one."""
+        return self.delta if self.mode in ("zcdp", "renyi") else DEFAULT_ODOMETER_DELTA
 
     def _delta_for_reading(self) -> float:
         return self.delta if self.mode == "zcdp" else self.odometer_delta
@@ -375,6 +414,8 @@ class PrivacyLedger:
             "delta": self.delta,
             "odometer_delta": self.odometer_delta,
             **({"filter": self.filter} if self.filter != "zcdp" else {}),
+            **({"filter_start": self.filter_start} if self.filter_start else {}),
+            **({"no_budget": True} if self.no_budget else {}),
             "releases": [
                 {
                     "query_id": r.query_id,
@@ -394,6 +435,8 @@ class PrivacyLedger:
             float(data["delta"]),
             float(data["odometer_delta"]),
             filter=str(data.get("filter", "zcdp")),
+            filter_start=int(data.get("filter_start", 0)),
+            no_budget=bool(data.get("no_budget", False)),
         )
         for item in data["releases"]:
             claims = tuple(PrivacyClaim.from_json(c) for c in item["claims"])

@@ -78,7 +78,8 @@ def has_curve(claim: PrivacyClaim) -> bool:
 def _approximate(claims: Sequence[PrivacyClaim]) -> tuple[float, float, int]:
     """Basic composition of the releases without a Renyi curve: (epsilon, delta, count)."""
     rest = [c for c in claims if not has_curve(c)]
-    return math.fsum(c.epsilon for c in rest), math.fsum(c.delta for c in rest), len(rest)
+    pairs = [c.composable() for c in rest]
+    return math.fsum(e for e, _ in pairs), math.fsum(d for _, d in pairs), len(rest)
 
 
 def _tier(spent: float, growth: float = 2.0) -> int:
@@ -138,8 +139,9 @@ def zcdp_tiers(claims: Sequence[PrivacyClaim], odometer_delta: float) -> Reading
     rest = [c for c in claims if c.rho is None]
     tier = _tier(total)
     eps = cks_epsilon(RHO_0 * 2.0**tier, odometer_delta / 2.0 ** (tier + 1)) if total > 0 else 0.0
-    eps += math.fsum(c.epsilon for c in rest)
-    delta = min(1.0, odometer_delta + math.fsum(c.delta for c in rest))
+    pairs = [c.composable() for c in rest]
+    eps += math.fsum(e for e, _ in pairs)
+    delta = min(1.0, odometer_delta + math.fsum(d for _, d in pairs))
     return Reading(eps, delta, "zCDP tiers", f"zCDP odometer tier {tier}", adaptive=not rest)
 
 
@@ -175,9 +177,10 @@ def scheduled_basic(claims: Sequence[PrivacyClaim], delta: float) -> Reading:
             total_eps.append(pure if use_pure else restated)
             pure_only = pure_only and use_pure
         else:
-            total_eps.append(claim.epsilon)
-            realized.append(claim.delta)
-            pure_only = pure_only and claim.delta == 0
+            eps_i, delta_i = claim.composable()
+            total_eps.append(eps_i)
+            realized.append(delta_i)
+            pure_only = pure_only and delta_i == 0
     eps = math.fsum(total_eps)
     if pure_only:
         return Reading(eps, 0.0, "sum of pure epsilons", "sum of pure epsilons")
@@ -202,7 +205,7 @@ def planned_pld(claims: Sequence[PrivacyClaim], odometer_delta: float) -> Readin
         )
     # Releases without a curve (selection revealed with probability s): together at most
     # 1 - prod(1 - s) of loss +inf, on top of the rest's delta.
-    kept = math.prod(1.0 - c.delta for c in claims if not has_curve(c))
+    kept = math.prod(1.0 - c.composable()[1] for c in claims if not has_curve(c))
     delta = min(1.0, odometer_delta + (1.0 - kept))
     sources = [c.source for c in claims]
     eps = planned_epsilon(sources, delta, odometer_delta) if delta < 1 else math.inf

@@ -13,14 +13,19 @@ an upper bound. What numerical work drops is added back as mass at +inf:
 - probability outside a truncated support (the caller's `tail`, a proved bound);
 - tails trimmed after a convolution (the low tail is moved up to the lowest kept loss instead);
 - the floating-point error of FFT convolution, bounded per convolution by
-  sqrt(N) * 64 * u * log2(N) (the normwise FFT error bound, Higham 2002 Thm 24.2, with a
-  generous constant; ||a||_2, ||b||_2 <= 1 for probability vectors), N the output length.
+  sqrt(N) * 64 * u * log2(N) * max(||a||_2, ||b||_2) (the normwise FFT error bound, Higham
+  2002 Thm 24.2, with a generous constant: each factor's transform error is at most
+  u log2(N) sqrt(N) ||a||_2 and is multiplied by the other's transform, whose entries are at
+  most its 1-norm, 1; the sqrt(N) turns the 2-norm of the error into its total), N the output
+  length.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +41,36 @@ DEFAULT_INTERVAL = 1e-4  # dp-accounting's default value_discretization_interval
 _TRIM = 1e-30  # entries below this at either end are trimmed after a convolution
 _UNIT_ROUNDOFF = 2.0**-53
 _DIRECT_LIMIT = 50_000_000  # below this many multiply-adds convolve directly (no FFT error)
+# Inside `precise()`, up to this many (seconds each): the FFT's error bound is added to delta,
+# and at small deltas (10^-12) it would decide the epsilon.
+_DIRECT_LIMIT_PRECISE = 1_000_000_000
+_MODE = threading.local()
+
+
+@contextmanager
+def precise() -> Iterator[None]:
+    """Convolve directly (exact sums of nonnegative products) up to `_DIRECT_LIMIT_PRECISE`
+    multiply-adds in this thread: for deltas the FFT's error bound would swamp."""
+    before = getattr(_MODE, "precise", False)
+    _MODE.precise = True
+    try:
+        yield
+    finally:
+        _MODE.precise = before
+
+
+def epsilon_with_precision(build: Callable[[], list[PldPair] | None], delta: float) -> float:
+    """The worst epsilon at `delta` of the pairs `build()` makes; built again in `precise()`
+    when their mass at +inf (FFT error bounds among it) is not far below delta."""
+    pairs = build()
+    if pairs is None:
+        return math.inf
+    if max(max(p.forward.infinity_mass, p.backward.infinity_mass) for p in pairs) > delta / 1000:
+        with precise():
+            pairs = build()
+        if pairs is None:
+            return math.inf
+    return worst_epsilon(pairs, delta)
 
 
 @dataclass(frozen=True)
@@ -102,11 +137,17 @@ class LossDistribution:
             raise ParameterError("interval", other.interval, f"{self.interval} (the same grid)")
         a, b = self.probs, other.probs
         size = a.size + b.size - 1
+        # ||Fb||_inf <= ||b||_1 <= 1 (and the same for a), so the FFT's normwise error scales
+        # with the larger 2-norm, far below 1 for a spread-out distribution.
+        norm = max(float(np.linalg.norm(a)), float(np.linalg.norm(b)))
+        fft_error = math.sqrt(size) * 64 * _UNIT_ROUNDOFF * math.log2(size) * norm
+        limit = _DIRECT_LIMIT_PRECISE if getattr(_MODE, "precise", False) else _DIRECT_LIMIT
         if a.size * b.size <= _DIRECT_LIMIT:
-            probs, error = np.convolve(a, b), 0.0
+            probs, error = np.convolve(a, b), 0.0  # sums of products of nonnegative numbers
+        elif np.count_nonzero(a) * np.count_nonzero(b) <= limit:
+            probs, error = _sparse_convolve(a, b), 0.0  # the same sums, over nonzero entries
         else:
-            probs = np.clip(fftconvolve(a, b), 0.0, None)
-            error = math.sqrt(size) * 64 * _UNIT_ROUNDOFF * math.log2(size)
+            probs, error = np.clip(fftconvolve(a, b), 0.0, None), fft_error
         # Mass at +inf in either factor gives +inf in the product (losses never reach -inf):
         # 1 - (1 - a)(1 - b) of it, the finite masses being 1 - a and 1 - b.
         a_inf, b_inf = self.infinity_mass, other.infinity_mass
@@ -189,6 +230,20 @@ class PldPair:
     def epsilon(self, delta: float) -> float:
         high = max(self.forward.max_loss(), self.backward.max_loss())
         return _smallest_epsilon(self.delta, delta, high)
+
+
+def _sparse_convolve(a: Floats, b: Floats) -> Floats:
+    """np.convolve(a, b) summing only products of nonzero entries (PLDs of counts are sparse
+    on the loss grid), in blocks of about 10^7 products."""
+    ia, ib = np.flatnonzero(a), np.flatnonzero(b)
+    out = np.zeros(a.size + b.size - 1)
+    rows = max(1, 10_000_000 // max(1, ib.size))
+    for start in range(0, ia.size, rows):
+        block = ia[start : start + rows]
+        index = (block[:, None] + ib[None, :]).ravel()
+        weight = (a[block][:, None] * b[ib][None, :]).ravel()
+        out += np.bincount(index, weights=weight, minlength=out.size)
+    return out
 
 
 def compose_within(first: PldPair, second: PldPair, limit: int) -> PldPair:

@@ -45,7 +45,7 @@ from ldpcollect.accounting.local_pairs import (
     worst_renyi,
     zcdp_rho,
 )
-from ldpcollect.accounting.pld import worst_epsilon as pld_worst_epsilon
+from ldpcollect.accounting.pld import epsilon_with_precision
 from ldpcollect.accounting.sp_pair import sp_release_pairs, sp_release_renyi
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import Mechanism, RandomizedResponse, SamplingPrivacy
@@ -214,10 +214,12 @@ def rr_count_level_epsilon(
     queries: int = 1,
 ) -> float:
     """Epsilon at delta of `queries` releases as counts over at least `participants` devices."""
-    pairs = rr_count_pairs(
-        float(mechanism.flip1), float(mechanism.flip2), n_targets, participants, delta, queries
+    return epsilon_with_precision(
+        lambda: rr_count_pairs(
+            float(mechanism.flip1), float(mechanism.flip2), n_targets, participants, delta, queries
+        ),
+        delta,
     )
-    return pld_worst_epsilon(pairs, delta)
 
 
 def _with_count_level(
@@ -355,11 +357,12 @@ def _sp_claims(
     aggregator = PrivacyClaim(
         view="aggregator",
         guarantee="approximate" if s < 1 else "none",
-        epsilon=0.0 if s < 1 else math.inf,
-        delta=s_float if s < 1 else delta,
-        epsilon_bun_steinke=0.0 if s < 1 else math.inf,
+        epsilon=math.inf,
+        delta=delta,
+        epsilon_bun_steinke=math.inf,
         rho=None,
         pure_epsilon=None,
+        reveal_probability=s_float if s < 1 else None,
         explanation=(
             f"{linked} In the trusted model the aggregator receives both rounds of each device "
             "under one pseudonym, so this is its view. A party that sees only one round of a "
@@ -371,11 +374,12 @@ def _sp_claims(
         public = PrivacyClaim(
             view="public",
             guarantee="approximate" if s < 1 else "none",
-            epsilon=0.0 if s < 1 else math.inf,
-            delta=s_float if s < 1 else delta,
-            epsilon_bun_steinke=0.0 if s < 1 else math.inf,
+            epsilon=math.inf,
+            delta=delta,
+            epsilon_bun_steinke=math.inf,
             rho=None,
             pure_epsilon=None,
+            reveal_probability=s_float if s < 1 else None,
             explanation=(
                 "Sampling Privacy without release noise: the released pair (Y1, Y2) per target "
                 "reveals the number selected there exactly (Y2 - Y1). If a target has no other "
@@ -432,5 +436,6 @@ def sp_noised_epsilon(
 ) -> float:
     """Epsilon at delta of `queries` noisy SP releases from the exact single-device pair
     (inf when sigma is too large for the exact grid: the Gaussian bound is then used)."""
-    pairs = sp_release_pairs(sampling_rate, noise_sigma, n_targets, queries)
-    return math.inf if pairs is None else pld_worst_epsilon(pairs, delta)
+    return epsilon_with_precision(
+        lambda: sp_release_pairs(sampling_rate, noise_sigma, n_targets, queries), delta
+    )

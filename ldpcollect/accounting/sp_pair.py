@@ -32,14 +32,14 @@ from ldpcollect.accounting.discrete_gaussian import (
     radius_for_tail,
     tail_bound,
 )
-from ldpcollect.accounting.pld import DEFAULT_INTERVAL, LossDistribution, PldPair, on_off_mixes
+from ldpcollect.accounting.pld import DEFAULT_INTERVAL, LossDistribution, PldPair, envelope_pair
 from ldpcollect.errors import ParameterError
 
 TAIL = 1e-20  # bound on each component's mass left off the grid
 RENYI_TAIL = 1e-80  # the same for the Renyi divergences, when the grid fits ...
 MAX_RENYI_GRID = 1_000_000  # ... in this many points (sigma up to about 25); else the PLD
 MAX_GRID = 5_000_000
-MAX_MIXED_QUERIES = 20  # one target: every on/off mix composed exactly up to this many queries
+MAX_CHUNKED_GRID = 40_000_000  # past MAX_GRID, built in blocks up to this (sigma about 300)
 
 
 def _log_mix(*terms: tuple[float, np.ndarray]) -> np.ndarray:
@@ -63,7 +63,9 @@ def _target_log_pmfs(
     var = float(sigma_sq)
     if not var > 0:
         raise ParameterError("sigma_sq", sigma_sq, "(0, inf)")
-    radius = radius_for_tail(var, tail)
+    # At least 3: with a tiny sigma the tail bound alone allows radius 0, and the truncated U
+    # would be 0 where A is not (a loss of +inf instead of about 1/(2 sigma^2)).
+    radius = max(3, radius_for_tail(var, tail))
     if (2 * radius + 2) ** 2 > max_grid:
         return None
     log_g = discrete_gaussian_log_pmf(var, radius)  # x = -r..r
@@ -89,12 +91,54 @@ def sp_target_pair(
     """
     pmfs = _target_log_pmfs(sampling_rate, sigma_sq)
     if pmfs is None:
-        return None
+        return _chunked_target_pair(sampling_rate, sigma_sq, interval)
     log_a, log_u, tail = pmfs
     return PldPair(
         LossDistribution.from_log_pmfs(log_a, log_u, interval, tail),
         LossDistribution.from_log_pmfs(log_u, log_a, interval, tail),
     )
+
+
+def _chunked_target_pair(
+    sampling_rate: Fraction, sigma_sq: Fraction, interval: float
+) -> PldPair | None:
+    """`sp_target_pair` for grids past `MAX_GRID` points: the same PLDs, built from blocks of
+    rows (each block's losses rounded up and histogrammed as `LossDistribution.from_log_pmfs`
+    does), so memory stays bounded. None past `MAX_CHUNKED_GRID` points."""
+    s, var = float(sampling_rate), float(sigma_sq)
+    radius = max(3, radius_for_tail(var, TAIL))
+    side = 2 * radius + 2
+    if side * side > MAX_CHUNKED_GRID:
+        return None
+    log_g = discrete_gaussian_log_pmf(var, radius)
+    minus_inf = np.array([-np.inf])
+    g = np.concatenate([log_g, minus_inf])
+    g1 = np.concatenate([minus_inf, log_g])
+    tail = 2.0 * tail_bound(var, radius)
+    rows = max(1, 4_000_000 // side)
+    parts: dict[str, list[LossDistribution]] = {"forward": [], "backward": []}
+    for start in range(0, side, rows):
+        x = slice(start, start + rows)
+        zero_zero = g[x, None] + g[None, :]
+        one_one = g1[x, None] + g1[None, :]
+        zero_one = g[x, None] + g1[None, :]
+        log_u = _log_mix((0.5, zero_zero), (0.5, one_one))
+        log_a = _log_mix((s, zero_one), ((1 - s) / 2, zero_zero), ((1 - s) / 2, one_one))
+        parts["forward"].append(LossDistribution.from_log_pmfs(log_a, log_u, interval))
+        parts["backward"].append(LossDistribution.from_log_pmfs(log_u, log_a, interval))
+    forward, backward = (_merged(parts[k], tail) for k in ("forward", "backward"))
+    return PldPair(forward, backward)
+
+
+def _merged(blocks: list[LossDistribution], tail: float) -> LossDistribution:
+    """The blocks' masses added on one grid (each block holds part of the outcomes)."""
+    low = min(b.offset for b in blocks)
+    high = max(b.offset + b.probs.size for b in blocks)
+    probs = np.zeros(high - low)
+    for b in blocks:
+        probs[b.offset - low : b.offset - low + b.probs.size] += b.probs
+    infinity = min(1.0, tail + math.fsum(b.infinity_mass for b in blocks))
+    return LossDistribution(blocks[0].interval, low, probs, infinity)
 
 
 def _off_grid_term(alpha: float, mass: float, rho: float) -> float:
@@ -175,8 +219,9 @@ def sp_release_pairs(
     """Dominating pairs (take the worst) of `queries` noisy SP releases; None past `MAX_GRID`.
 
     Two or more targets: (A x U) against (U x A) per query. One target: the device moves on or
-    off the target in each query, every mix composed; beyond `MAX_MIXED_QUERIES` the two-target
-    pair bounds it (dropping a coordinate is post-processing).
+    off the target in each query; one symmetric pair dominating the pair and its reverse
+    (`pld.envelope_pair`) is composed (within 0.6% of the worst exact mix at 20 queries, sigma 5,
+    and valid for any number; the two-target pair used beyond 20 queries was 1.42x at 30).
     """
     if queries < 1:
         raise ParameterError("queries", queries, "[1, inf)")
@@ -185,7 +230,8 @@ def sp_release_pairs(
     one = sp_target_pair(Fraction(sampling_rate), noise_sigma * noise_sigma, interval)
     if one is None:
         return None
-    both = one.compose(one.reverse())
-    if n_targets >= 2 or queries > MAX_MIXED_QUERIES:
-        return [both.self_compose(queries)]
-    return on_off_mixes(one, queries)
+    if n_targets >= 2:
+        return [one.compose(one.reverse()).self_compose(queries)]
+    if queries == 1:
+        return [one]
+    return [envelope_pair([one]).self_compose(queries)]

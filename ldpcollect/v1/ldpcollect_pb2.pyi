@@ -622,6 +622,7 @@ class PrivacyClaim(_message.Message):
     EXPLANATION_FIELD_NUMBER: _builtins.int
     HEADLINE_FIELD_NUMBER: _builtins.int
     FIGURES_FIELD_NUMBER: _builtins.int
+    REVEAL_PROBABILITY_FIELD_NUMBER: _builtins.int
     view: _builtins.str
     """"public" (released aggregates only) or "aggregator" (what the trust model shows it)."""
     guarantee: _builtins.str
@@ -639,6 +640,10 @@ class PrivacyClaim(_message.Message):
     """What this claim means and where it is weak, for a person."""
     headline: _builtins.str
     """The method that gives `epsilon` (e.g. "count_level", "sp_exact_pair", "local_exact")."""
+    reveal_probability: _builtins.float
+    """Set when no finite epsilon holds at `delta` because the view reveals a device's location
+    exactly with this probability (Sampling Privacy without release noise: (0, s)-DP only).
+    """
     @_builtins.property
     def figures(self) -> _containers.ScalarMap[_builtins.str, _builtins.float]:
         """Other valid epsilons at `delta`, by method; +inf where a method gives no finite bound."""
@@ -656,17 +661,22 @@ class PrivacyClaim(_message.Message):
         explanation: _builtins.str = ...,
         headline: _builtins.str = ...,
         figures: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
+        reveal_probability: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_pure_epsilon", b"_pure_epsilon", "_rho", b"_rho", "pure_epsilon", b"pure_epsilon", "rho", b"rho"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_pure_epsilon", b"_pure_epsilon", "_reveal_probability", b"_reveal_probability", "_rho", b"_rho", "pure_epsilon", b"pure_epsilon", "reveal_probability", b"reveal_probability", "rho", b"rho"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_pure_epsilon", b"_pure_epsilon", "_rho", b"_rho", "delta", b"delta", "epsilon", b"epsilon", "epsilon_bun_steinke", b"epsilon_bun_steinke", "explanation", b"explanation", "figures", b"figures", "guarantee", b"guarantee", "headline", b"headline", "pure_epsilon", b"pure_epsilon", "rho", b"rho", "view", b"view"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_pure_epsilon", b"_pure_epsilon", "_reveal_probability", b"_reveal_probability", "_rho", b"_rho", "delta", b"delta", "epsilon", b"epsilon", "epsilon_bun_steinke", b"epsilon_bun_steinke", "explanation", b"explanation", "figures", b"figures", "guarantee", b"guarantee", "headline", b"headline", "pure_epsilon", b"pure_epsilon", "reveal_probability", b"reveal_probability", "rho", b"rho", "view", b"view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__pure_epsilon: _TypeAlias = _typing.Literal["pure_epsilon"]  # noqa: Y015
     _WhichOneofArgType__pure_epsilon: _TypeAlias = _typing.Literal["_pure_epsilon", b"_pure_epsilon"]  # noqa: Y015
+    _WhichOneofReturnType__reveal_probability: _TypeAlias = _typing.Literal["reveal_probability"]  # noqa: Y015
+    _WhichOneofArgType__reveal_probability: _TypeAlias = _typing.Literal["_reveal_probability", b"_reveal_probability"]  # noqa: Y015
     _WhichOneofReturnType__rho: _TypeAlias = _typing.Literal["rho"]  # noqa: Y015
     _WhichOneofArgType__rho: _TypeAlias = _typing.Literal["_rho", b"_rho"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__pure_epsilon) -> _WhichOneofReturnType__pure_epsilon | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reveal_probability) -> _WhichOneofReturnType__reveal_probability | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__rho) -> _WhichOneofReturnType__rho | None: ...
 
@@ -752,10 +762,16 @@ class BudgetChange(_message.Message):
     DELTA_FIELD_NUMBER: _builtins.int
     CHANGED_AT_FIELD_NUMBER: _builtins.int
     RELEASES_BEFORE_FIELD_NUMBER: _builtins.int
+    NEW_FILTER_FIELD_NUMBER: _builtins.int
+    NO_BUDGET_FIELD_NUMBER: _builtins.int
     epsilon: _builtins.float
     delta: _builtins.float
     releases_before: _builtins.int
     """Releases already charged when the budget changed."""
+    new_filter: _builtins.bool
+    """This change started a new filter: its budget limits the releases after it only."""
+    no_budget: _builtins.bool
+    """The operator opted out of a budget explicitly (releases then say so)."""
     @_builtins.property
     def changed_at(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -765,10 +781,12 @@ class BudgetChange(_message.Message):
         delta: _builtins.float = ...,
         changed_at: _timestamp_pb2.Timestamp | None = ...,
         releases_before: _builtins.int = ...,
+        new_filter: _builtins.bool = ...,
+        no_budget: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["changed_at", b"changed_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed_at", b"changed_at", "delta", b"delta", "epsilon", b"epsilon", "releases_before", b"releases_before"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed_at", b"changed_at", "delta", b"delta", "epsilon", b"epsilon", "new_filter", b"new_filter", "no_budget", b"no_budget", "releases_before", b"releases_before"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -798,6 +816,8 @@ class Ledger(_message.Message):
     ODOMETER_METHOD_FIELD_NUMBER: _builtins.int
     REPORTING_DELTA_FIELD_NUMBER: _builtins.int
     BUDGET_CHANGES_FIELD_NUMBER: _builtins.int
+    FILTER_START_FIELD_NUMBER: _builtins.int
+    NO_BUDGET_FIELD_NUMBER: _builtins.int
     budget_epsilon: _builtins.float
     """The operator's budget for the population (public view); epsilon 0 means none set."""
     budget_delta: _builtins.float
@@ -835,6 +855,12 @@ class Ledger(_message.Message):
     """The delta at which new releases' claims are stated: budget_delta in mode zcdp, else a
     fixed reporting delta (1e-6).
     """
+    filter_start: _builtins.int
+    """Releases charged before the current filter started (its budget limits the later ones;
+    the odometer covers all).
+    """
+    no_budget: _builtins.bool
+    """The operator opted out of a budget explicitly."""
     @_builtins.property
     def entries(self) -> _containers.RepeatedCompositeFieldContainer[Global___LedgerEntry]: ...
     @_builtins.property
@@ -866,10 +892,12 @@ class Ledger(_message.Message):
         odometer_method: _builtins.str = ...,
         reporting_delta: _builtins.float = ...,
         budget_changes: _abc.Iterable[Global___BudgetChange] | None = ...,
+        filter_start: _builtins.int = ...,
+        no_budget: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_budget_rho", b"_budget_rho", "_remaining", b"_remaining", "_spent_pure_epsilon", b"_spent_pure_epsilon", "budget_rho", b"budget_rho", "remaining", b"remaining", "spent_pure_epsilon", b"spent_pure_epsilon"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_budget_rho", b"_budget_rho", "_remaining", b"_remaining", "_spent_pure_epsilon", b"_spent_pure_epsilon", "budget_changes", b"budget_changes", "budget_delta", b"budget_delta", "budget_epsilon", b"budget_epsilon", "budget_mode", b"budget_mode", "budget_rho", b"budget_rho", "currency", b"currency", "entries", b"entries", "notes", b"notes", "odometer_delta", b"odometer_delta", "odometer_epsilon", b"odometer_epsilon", "odometer_method", b"odometer_method", "remaining", b"remaining", "remaining_epsilon", b"remaining_epsilon", "remaining_rho", b"remaining_rho", "reporting_delta", b"reporting_delta", "spent", b"spent", "spent_epsilon", b"spent_epsilon", "spent_epsilon_bun_steinke", b"spent_epsilon_bun_steinke", "spent_pure_epsilon", b"spent_pure_epsilon", "spent_rho", b"spent_rho"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_budget_rho", b"_budget_rho", "_remaining", b"_remaining", "_spent_pure_epsilon", b"_spent_pure_epsilon", "budget_changes", b"budget_changes", "budget_delta", b"budget_delta", "budget_epsilon", b"budget_epsilon", "budget_mode", b"budget_mode", "budget_rho", b"budget_rho", "currency", b"currency", "entries", b"entries", "filter_start", b"filter_start", "no_budget", b"no_budget", "notes", b"notes", "odometer_delta", b"odometer_delta", "odometer_epsilon", b"odometer_epsilon", "odometer_method", b"odometer_method", "remaining", b"remaining", "remaining_epsilon", b"remaining_epsilon", "remaining_rho", b"remaining_rho", "reporting_delta", b"reporting_delta", "spent", b"spent", "spent_epsilon", b"spent_epsilon", "spent_epsilon_bun_steinke", b"spent_epsilon_bun_steinke", "spent_pure_epsilon", b"spent_pure_epsilon", "spent_rho", b"spent_rho"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__budget_rho: _TypeAlias = _typing.Literal["budget_rho"]  # noqa: Y015
     _WhichOneofArgType__budget_rho: _TypeAlias = _typing.Literal["_budget_rho", b"_budget_rho"]  # noqa: Y015
@@ -1077,11 +1105,22 @@ class SetBudgetRequest(_message.Message):
     EPSILON_FIELD_NUMBER: _builtins.int
     DELTA_FIELD_NUMBER: _builtins.int
     FILTER_FIELD_NUMBER: _builtins.int
+    NEW_FILTER_FIELD_NUMBER: _builtins.int
+    NO_BUDGET_FIELD_NUMBER: _builtins.int
     epsilon: _builtins.float
     delta: _builtins.float
     filter: _builtins.str
     """"" keeps the ledger's filter; "zcdp" (charges each release its zCDP rho) or "renyi"
     (its Renyi curve at several orders: count-level RR releases fit). Only before any release.
+    """
+    new_filter: _builtins.bool
+    """Start a new filter: required to change the budget once a release was charged under it
+    (the budget can never be raised within a filter); recorded, and the odometer keeps
+    covering every release.
+    """
+    no_budget: _builtins.bool
+    """Opt out of a budget explicitly (epsilon and delta 0): releases go out unbudgeted and say
+    so. Without a budget or this, `serve` refuses releases.
     """
     def __init__(
         self,
@@ -1089,10 +1128,12 @@ class SetBudgetRequest(_message.Message):
         epsilon: _builtins.float = ...,
         delta: _builtins.float = ...,
         filter: _builtins.str = ...,
+        new_filter: _builtins.bool = ...,
+        no_budget: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta", b"delta", "epsilon", b"epsilon", "filter", b"filter"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delta", b"delta", "epsilon", b"epsilon", "filter", b"filter", "new_filter", b"new_filter", "no_budget", b"no_budget"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

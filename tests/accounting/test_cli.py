@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from fractions import Fraction
 
@@ -28,10 +29,17 @@ def run_json(*args: str) -> dict[str, object]:
     return data
 
 
+def figure(data: dict[str, object], name: str, key: str = "epsilon") -> object:
+    """A figure under `details` (None when the command lists none by that name)."""
+    details = data["details"]
+    assert isinstance(details, dict)
+    return details.get(name, {}).get(key)
+
+
 def test_convert() -> None:
     data = run_json("convert", "--rho", "0.5", "--delta", "1e-5")
-    assert data["eps_cks"] == pytest.approx(4.728386984943, rel=1e-11)
-    assert data["eps_bun_steinke"] == pytest.approx(5.298525912188, rel=1e-11)
+    assert data["epsilon"] == pytest.approx(4.728386984943, rel=1e-11)
+    assert figure(data, "bun_steinke") == pytest.approx(5.298525912188, rel=1e-11)
     inverse = run_json("convert", "--epsilon", "1", "--delta", "1e-6")
     assert inverse["rho"] == pytest.approx(0.0243559704, abs=5e-11)
 
@@ -50,8 +58,8 @@ def test_cost_rr_reference() -> None:
         "--delta",
         "1e-6",
     )
-    assert data["eps"] == pytest.approx(29.9016092528, abs=1e-9)
-    assert data["eps_basic"] == pytest.approx(29.9016122850, abs=1e-9)
+    assert data["epsilon"] == pytest.approx(29.9016092528, abs=1e-9)
+    assert figure(data, "basic") == pytest.approx(29.9016122850, abs=1e-9)
     two = run_json(
         "cost",
         "--mechanism",
@@ -67,13 +75,14 @@ def test_cost_rr_reference() -> None:
         "--targets",
         "2",
     )
-    assert isinstance(two["eps"], float) and two["eps"] > 50
+    assert isinstance(two["epsilon"], float) and two["epsilon"] > 50
 
 
 def test_cost_sp_with_and_without_noise() -> None:
     bare = run_json("cost", "--mechanism", "sp", "--sampling-rate", "0.5", "--delta", "1e-6")
-    assert bare["eps"] is None and bare["approx_delta"] == 0.5
-    assert bare["per_round_epsilon"] == pytest.approx(0.6931471805599453)
+    assert bare["epsilon"] is None and bare["unbounded"] is True
+    assert figure(bare, "aggregator", "reveal_probability") == 0.5
+    assert figure(bare, "per_round_epsilon") == pytest.approx(0.6931471805599453)
     noisy = run_json(
         "cost",
         "--mechanism",
@@ -85,8 +94,8 @@ def test_cost_sp_with_and_without_noise() -> None:
         "--noise-sigma",
         "4",
     )
-    assert noisy["guarantee"] == "zcdp" and noisy["rho"] == pytest.approx(1 / 32)
-    assert isinstance(noisy["eps"], float) and 0 < noisy["eps"] <= noisy["eps_cks"]  # type: ignore[operator]
+    assert noisy["guarantee"] == "zcdp" and figure(noisy, "rho", "rho") == pytest.approx(1 / 32)
+    assert isinstance(noisy["epsilon"], float) and 0 < noisy["epsilon"] <= figure(noisy, "zcdp_cks")  # type: ignore[operator]
 
 
 def test_human_table_and_errors() -> None:
@@ -101,12 +110,12 @@ def test_human_table_and_errors() -> None:
 def test_cost_with_participants_shows_the_count_level_public_view() -> None:
     rr = ("cost", "--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3", "--targets", "2")
     data = run_json(*rr, "--participants", "20000")
-    assert data["eps"] == data["eps_count_level"] == pytest.approx(0.19373, abs=1e-5)
-    aggregator = data["aggregator"]
-    assert isinstance(aggregator, dict) and aggregator["eps"] == pytest.approx(5.198, abs=1e-3)
+    assert data["epsilon"] == figure(data, "count_level") == pytest.approx(0.15479, abs=1e-5)
+    aggregator = figure(data, "aggregator", "epsilon")
+    assert aggregator == pytest.approx(5.198, abs=1e-3)
     several = run_json(*rr, "--participants", "20000", "--queries", "10")
-    assert several["eps"] == several["eps_count_level"] == pytest.approx(0.6498, abs=1e-4)
-    assert several["eps_basic"] == pytest.approx(51.98, abs=0.01)  # the local figure
+    assert several["epsilon"] == figure(several, "count_level") == pytest.approx(0.5297, abs=1e-4)
+    assert figure(several, "basic") == pytest.approx(51.98, abs=0.01)  # the local figure
     bad = runner.invoke(app, ["privacy", *rr, "--participants", "0"])
     assert bad.exit_code == 2 and "participants" in bad.output
 
@@ -116,8 +125,9 @@ def test_cost_sp_with_noise_composes_the_exact_pair() -> None:
         "cost", "--mechanism", "sp", "--sampling-rate", "1/2", "--noise-sigma", "5",
         "--targets", "2", "--queries", "10",
     )  # fmt: skip
-    assert data["eps"] == data["eps_sp_exact_pair"] == pytest.approx(1.379, abs=5e-4)
-    assert isinstance(data["eps_cks"], float) and data["eps_cks"] > 4.6  # the zCDP figure
+    assert data["epsilon"] == figure(data, "sp_exact_pair") == pytest.approx(1.379, abs=5e-4)
+    zcdp = figure(data, "zcdp_cks")
+    assert isinstance(zcdp, float) and zcdp > 4.6  # the zCDP figure
 
 
 def test_plan_sigma_for_sp_before_and_after_the_exact_pair() -> None:
@@ -155,8 +165,50 @@ def test_cost_shows_what_the_odometer_reads_when_queries_are_adaptive() -> None:
     for i in range(10):
         claims = release_claims(SamplingPrivacy("1/2"), 2, Fraction(5), 1e-6)
         ledger.charge(f"q{i}", claims, datetime(2025, 1, 1, tzinfo=UTC))
-    assert data["eps"] == pytest.approx(1.379, abs=5e-4)
-    assert data["eps_adaptive"] == ledger.odometer()["epsilon"]
-    assert isinstance(data["eps_adaptive"], float) and 1.379 < data["eps_adaptive"] < 2.3
+    assert data["epsilon"] == pytest.approx(1.379, abs=5e-4)
+    assert figure(data, "adaptive") == ledger.odometer()["epsilon"]
+    adaptive = figure(data, "adaptive")
+    assert isinstance(adaptive, float) and 1.379 < adaptive < 2.3
     weak = run_json("cost", "--mechanism", "sp", "--sampling-rate", "1/2", "--queries", "3")
-    assert weak["eps_adaptive"] is None
+    assert figure(weak, "adaptive") is None and weak["unbounded"] is True
+
+
+def test_plan_answers_the_operators_question() -> None:
+    """A target epsilon per release -> the noise, the budget to fix first, the error it buys;
+    each figure checked again by the accounting the ledger uses."""
+    from ldpcollect.accounting.planner import _admits
+
+    data = run_json(
+        "plan", "--mechanism", "sp", "--sampling-rate", "1/2", "--epsilon", "1", "--targets",
+        "2", "--releases", "3", "--count", "100",
+    )  # fmt: skip
+    settings = data["settings"]
+    assert isinstance(settings, dict)
+    assert settings["noise_sigma"] == 2.31 and settings["min_reports"] is None
+    assert settings["per_release_epsilon"] <= 1.0
+    # The error it buys: sqrt(n (1-s)/s + 2 sigma^2 / s^2) at 100 devices.
+    assert settings["std_error"] == pytest.approx(math.sqrt(100 + 8 * 2.31**2))
+    budget = settings["budget"]
+    claims = release_claims(SamplingPrivacy("1/2"), 2, Fraction("2.31"), 1e-6)
+    assert _admits(claims, 3, budget["epsilon"], 1e-6)  # the budget admits the campaign
+    assert not _admits(claims, 3, budget["epsilon"] - 0.02, 1e-6)  # and is the smallest
+    commands = data["commands"]
+    assert isinstance(commands, list)
+    assert commands[0].startswith(f"ldpcollect serve --budget {budget['epsilon']:g},1e-06,renyi")
+    assert "--noise-sigma 2.31" in commands[1]
+
+
+def test_plan_for_a_whole_campaign_fits_the_budgets_filter() -> None:
+    from ldpcollect.accounting.planner import _admits
+
+    data = run_json(
+        "plan", "--mechanism", "sp", "--sampling-rate", "1/2", "--epsilon", "2", "--targets",
+        "2", "--releases", "3", "--per", "campaign",
+    )  # fmt: skip
+    settings = data["settings"]
+    assert isinstance(settings, dict) and settings["budget"]["epsilon"] == 2.0
+    sigma = Fraction(str(settings["noise_sigma"]))
+    fits = release_claims(SamplingPrivacy("1/2"), 2, sigma, 1e-6)
+    assert _admits(fits, 3, 2.0, 1e-6)
+    tighter = release_claims(SamplingPrivacy("1/2"), 2, sigma - Fraction(1, 100), 1e-6)
+    assert not _admits(tighter, 3, 2.0, 1e-6)  # the smallest sigma (in hundredths)

@@ -97,6 +97,13 @@ def assert_claim_holds(
 ) -> None:
     if claim.guarantee == "none":
         return
+    if claim.reveal_probability is not None:
+        # (0, s) holds, and no finite epsilon holds at the claim's delta: the worst pair keeps
+        # more than that delta even at epsilon 50 (the selection shows exactly).
+        assert claim.unbounded and math.isinf(claim.epsilon)
+        assert worst_true_delta(dists, pairs, 0.0, tail) <= claim.reveal_probability + TOL
+        assert worst_true_delta(dists, pairs, 50.0, 0.0) > claim.delta
+        return
     true_delta = worst_true_delta(dists, pairs, claim.epsilon, tail)
     assert true_delta <= claim.delta + TOL, (claim.view, claim.epsilon, claim.delta, true_delta)
     if claim.pure_epsilon is not None:

@@ -60,7 +60,10 @@ def test_sp_without_noise_is_only_approximate() -> None:
     claims = by_view(release_claims(SamplingPrivacy("1/2"), 10, None, 1e-6))
     for claim in claims.values():
         assert claim.guarantee == "approximate"
-        assert claim.delta == 0.5 and claim.epsilon == 0.0
+        # No finite epsilon at the stated delta; (0, s) is kept as the reveal probability.
+        assert claim.delta == 1e-6 and math.isinf(claim.epsilon) and claim.unbounded
+        assert claim.reveal_probability == 0.5 and claim.composable() == (0.0, 0.5)
+        assert claim.to_json()["epsilon"] is None and claim.to_json()["unbounded"] is True
         assert claim.rho is None and claim.pure_epsilon is None
         assert "no finite epsilon" in claim.explanation
 

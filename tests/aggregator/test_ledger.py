@@ -107,9 +107,11 @@ async def ledger(h: Harness) -> pb.Ledger:
     return await h.admin.GetLedger(pb.GetLedgerRequest(), metadata=ADMIN)
 
 
-async def set_budget(h: Harness, epsilon: float, delta: float) -> pb.Ledger:
+async def set_budget(
+    h: Harness, epsilon: float, delta: float, *, new_filter: bool = False
+) -> pb.Ledger:
     return await h.admin.SetBudget(
-        pb.SetBudgetRequest(epsilon=epsilon, delta=delta), metadata=ADMIN
+        pb.SetBudgetRequest(epsilon=epsilon, delta=delta, new_filter=new_filter), metadata=ADMIN
     )
 
 
@@ -155,7 +157,8 @@ async def test_noised_sp_is_charged_one_over_sigma_squared_and_persists_across_r
             c_public.explanation,
         )
         aggregator = next(c for c in out.claims if c.view == "aggregator")
-        assert (aggregator.guarantee, aggregator.delta) == ("approximate", 0.5)
+        assert (aggregator.guarantee, aggregator.reveal_probability) == ("approximate", 0.5)
+        assert math.isinf(aggregator.epsilon) and aggregator.delta == DELTA
         assert aggregator.delta == c_aggregator.delta
         before = await ledger(h)
     finally:
@@ -213,16 +216,26 @@ async def test_release_beyond_a_pure_budget_is_refused_before_anything_changes(
         await harness.admin.GetRelease(pb.GetReleaseRequest(query_id="second"), metadata=ADMIN)
     assert info.value.code() == grpc.StatusCode.NOT_FOUND
 
-    # Raising the budget lets it through, with the counts exactly as stored (no noise here).
-    raised = await set_budget(harness, 11.0, 0.0)
-    assert [c.releases_before for c in raised.budget_changes] == [0, 1]
-    assert any("changed 1 time(s) after releases" in n for n in raised.notes)
+    # Raising the budget within the filter is refused (it would void the filter's guarantee).
+    with pytest.raises(grpc.aio.AioRpcError) as info:
+        await set_budget(harness, 11.0, 0.0)
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "--new-filter" in (info.value.details() or "")
+    assert await ledger(harness) == ledger_before
+    # A new filter, an explicit recorded act, lets it through (counts exactly as stored).
+    fresh = await set_budget(harness, 6.0, 0.0, new_filter=True)
+    assert [(c.releases_before, c.new_filter) for c in fresh.budget_changes] == [
+        (0, False),
+        (1, True),
+    ]
+    assert (fresh.filter_start, fresh.spent) == (1, 0.0)
+    assert any("new filter(s) were started" in n for n in fresh.notes)
     second = await release(harness, "second")
     counts = expected_counts(devices, 1, len(TARGETS))
     assert [[e.round_counts[0] for e in second.estimates]] == counts
     final = await ledger(harness)
     assert [e.query_id for e in final.entries] == ["first", "second"]
-    assert final.spent == pytest.approx(2 * cost, rel=1e-6)
+    assert final.spent == pytest.approx(cost, rel=1e-6)  # the new filter's release only
     assert final.spent_pure_epsilon == pytest.approx(2 * cost, rel=1e-6)
     # Every release had a pure bound: the odometer is their sum (delta 0) when that is smaller.
     assert final.odometer_epsilon == pytest.approx(2 * cost, rel=1e-6)
@@ -276,19 +289,21 @@ async def test_unnoised_sp_without_budget_is_recorded_with_its_weak_guarantee(
     await collect(harness, "weak", SamplingPrivacy("1/2"))
     out = await release(harness, "weak")
     claim = public(out.claims)
-    assert (claim.guarantee, claim.epsilon, claim.delta) == ("approximate", 0.0, 0.5)
+    # No finite epsilon at the reporting delta: the selection shows with probability 1/2.
+    assert (claim.guarantee, claim.delta, claim.reveal_probability) == ("approximate", DELTA, 0.5)
+    assert math.isinf(claim.epsilon)
     assert not claim.HasField("rho")
     view = await ledger(harness)
     assert any(n.startswith("weak (public)") and "probability 1/2" in n for n in view.notes)
     assert math.isinf(view.spent_rho)
     assert view.odometer_delta == pytest.approx(0.5 + DELTA)
-    # It has no zCDP or pure bound, so no budget can be set below what it spent.
-    for epsilon, delta in ((5.0, DELTA), (5.0, 0.0)):
-        with pytest.raises(grpc.aio.AioRpcError) as info:
-            await set_budget(harness, epsilon, delta)
-        assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-        assert "already spent" in (info.value.details() or "")
-    assert await ledger(harness) == view
+    assert "WITHOUT a privacy budget" in claim.explanation
+    # A budget set now starts the first filter (recorded): it limits later releases, and the
+    # ledger's headline, over everything, stays unbounded because of this release.
+    budgeted = await set_budget(harness, 5.0, DELTA)
+    assert (budgeted.filter_start, budgeted.spent) == (1, 0.0)
+    assert budgeted.budget_changes[-1].new_filter
+    assert math.isinf(budgeted.odometer_epsilon) or budgeted.odometer_delta > 0.5
 
 
 async def test_set_budget_validates_and_cannot_go_below_spent(harness: Harness) -> None:
@@ -315,16 +330,15 @@ async def test_set_budget_validates_and_cannot_go_below_spent(harness: Harness) 
     await set_budget(harness, 8.0, DELTA)  # rho_B 1.05
     await release(harness, "s")
     before = await ledger(harness)
-    with pytest.raises(grpc.aio.AioRpcError) as info:
-        await set_budget(harness, 7.0, DELTA)  # rho_B 0.83 < spent 1
-    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    details = info.value.details() or ""
-    assert "below the rho 1 already spent" in details
-    assert await ledger(harness) == before
-    # Lowering to exactly what is spent's neighbourhood but not below is fine.
-    lowered = await set_budget(harness, 7.9, DELTA)
-    assert lowered.budget_rho >= lowered.spent == 1.0
-    assert lowered.remaining == pytest.approx(lowered.budget_rho - 1.0)
+    # Once a release is charged the filter's budget is fixed: neither lowered nor raised.
+    for epsilon in (7.0, 7.9, 9.0):
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await set_budget(harness, epsilon, DELTA)
+        assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "budget is fixed once a release was charged" in (info.value.details() or "")
+        assert await ledger(harness) == before
+    same = await set_budget(harness, 8.0, DELTA)  # the same budget again changes nothing
+    assert (same.spent, len(same.budget_changes)) == (1.0, len(before.budget_changes))
 
 
 async def test_a_ledger_written_before_accounting_is_read_and_its_releases_flagged(

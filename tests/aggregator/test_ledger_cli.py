@@ -77,7 +77,11 @@ def test_release_and_ledger_json_show_claims_budget_and_odometer(server: str) ->
     assert public["epsilon_bun_steinke"] == pytest.approx(bun_steinke)
     assert 0 < public["epsilon"] < public["epsilon_bun_steinke"]
     assert claims["aggregator"]["guarantee"] == "approximate"
-    assert claims["aggregator"]["delta"] == 0.5
+    assert claims["aggregator"]["reveal_probability"] == 0.5
+    assert claims["aggregator"]["epsilon"] is None and claims["aggregator"]["unbounded"] is True
+    # One headline: the public's tightest epsilon at the ledger's delta, printed first.
+    assert (release["epsilon"], release["delta"]) == (public["epsilon"], 1e-6)
+    assert release["unbounded"] is False and release["privacy"]["details"]
     assert all(c["explanation"] for c in claims.values())
 
     refused = cli("release", "--query", "again", "--json", server=server, ok=False)

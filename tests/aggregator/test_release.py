@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import grpc
 import pytest
 
 from ldpcollect.accounting.discrete_gaussian import discrete_gaussian_variance
@@ -59,7 +58,10 @@ async def test_release_claims_are_stored_with_the_release_and_infinities_survive
     assert list(ledger.entries[0].claims) == list(released.claims)
     assert math.isinf(ledger.odometer_epsilon)
     assert any(note.startswith("t (public)") for note in ledger.notes)
-    # A budget cannot be set once a release without any bound has been made.
-    with pytest.raises(grpc.aio.AioRpcError) as info:
-        await harness.admin.SetBudget(pb.SetBudgetRequest(epsilon=1.0, delta=1e-6), metadata=ADMIN)
-    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    # A budget set now starts the first filter (it limits later releases only); the
+    # odometer, over everything, keeps saying there is no bound.
+    budgeted = await harness.admin.SetBudget(
+        pb.SetBudgetRequest(epsilon=1.0, delta=1e-6), metadata=ADMIN
+    )
+    assert (budgeted.filter_start, budgeted.spent) == (1, 0.0)
+    assert math.isinf(budgeted.odometer_epsilon)

@@ -41,6 +41,7 @@ def serve_command(db: Path, *args: str) -> list[str]:
         str(db),
         "--listen",
         "127.0.0.1:0",
+        "--no-budget",
         *args,
     ]
 

@@ -91,9 +91,7 @@ def test_queries_fleet_device_and_release_over_tls(
     assert (rr["participants"], sp["participants"]) == (201, 300)
     ledger = json.loads(ok("ledger", "--json", env=env))
     assert [e["query_id"] for e in ledger["entries"]] == ["tls-rr", "tls-sp"]
-    budget = json.loads(
-        ok("ledger", "set-budget", "--epsilon", "0", "--delta", "0", "--json", *server)
-    )
+    budget = json.loads(ok("ledger", "set-budget", "--no-budget", "--json", *server))
     assert budget["budget"]["mode"] == "none"
 
 

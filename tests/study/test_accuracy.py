@@ -171,12 +171,19 @@ def test_json_document_shape() -> None:
             {
                 "mechanism": "sp",
                 "params": {"sampling_rate": "1/2"},
-                "eps_local": pytest.approx(math.log(2)),
+                "epsilon": None,
+                "delta": 0.0,
+                "unbounded": True,
+                "privacy": "the two rounds of a device, linked, reveal its cell exactly with "
+                "probability 1/2; one round alone is 0.6932-DP",
             },
             {
                 "mechanism": "rr",
                 "params": {"flip1": "17/20", "flip2": "3/10"},
-                "eps_local": pytest.approx(2.9901612285),
+                "epsilon": pytest.approx(2.9901612285),
+                "delta": 0.0,
+                "unbounded": False,
+                "privacy": "each report is pure 2.991-DP",
             },
         ],
     }
@@ -192,7 +199,8 @@ def test_unbounded_epsilon_and_zero_yes_stay_valid_json() -> None:
     # s = 1: every Yes device is selected, the estimate is exact (sd 0) and eps is infinite.
     result = run_study([SamplingPrivacy(1), SP], 0, [100], trials=5, seed=1)
     exact, zero = result.rows
-    assert exact.eps_local is None and exact.empirical_sd == 0 and exact.bias_z == 0.0
+    assert exact.epsilon is None and exact.unbounded
+    assert exact.empirical_sd == 0 and exact.bias_z == 0.0
     assert zero.mean_estimate == 0 and zero.sd_ratio == 1.0
     json.loads(result.to_json_text())  # no NaN or Infinity tokens
 

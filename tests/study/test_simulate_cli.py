@@ -58,7 +58,9 @@ REQUIRED = {
     "mean_estimate",
     "empirical_sd",
     "predicted_sd",
-    "eps_local",
+    "epsilon",
+    "delta",
+    "unbounded",
 }
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -85,7 +87,9 @@ def test_sp_command_json_schema_and_flat_error(run_cli: RunCli) -> None:
         assert row.keys() >= REQUIRED
         assert (row["mechanism"], row["yes"], row["trials"]) == ("sp", 100, 200)
         assert row["params"] == {"sampling_rate": "1/2"}
-        assert number(row, "eps_local") == pytest.approx(math.log(2), abs=1e-12)
+        # Both rounds, linked, reveal the selection: no finite epsilon, said in words.
+        assert row["epsilon"] is None and row["unbounded"] is True
+        assert "probability 1/2" in str(row["privacy"])
         # SP's predicted sd is sqrt(n_t (1-s)/s) = 10 for every No population...
         assert number(row, "predicted_sd") == pytest.approx(10.0, rel=1e-12)
         # ...and the simulated sd matches it at each one (4 standard errors of an sd).
@@ -109,7 +113,8 @@ def test_rr_command_error_grows_like_sqrt_n(run_cli: RunCli) -> None:
         assert row.keys() >= REQUIRED
         assert row["mechanism"] == "rr"
         assert row["params"] == {"flip1": "17/20", "flip2": "3/10"}
-        assert number(row, "eps_local") == pytest.approx(2.9901612285, abs=1e-9)
+        assert number(row, "epsilon") == pytest.approx(2.9901612285, abs=1e-9)
+        assert row["unbounded"] is False
         no = int(number(row, "no"))
         formula = math.sqrt((100 * a1 * (1 - a1) + no * a0 * (1 - a0)) / p**2)
         assert number(row, "predicted_sd") == pytest.approx(formula, rel=1e-9)
