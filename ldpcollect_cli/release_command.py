@@ -15,7 +15,12 @@ from client.admin import AdminClient
 from ldpcollect.errors import ParameterError
 from ldpcollect.postprocess import METHODS
 from ldpcollect.v1 import ldpcollect_pb2 as pb
-from ldpcollect_cli.release_view import ReleaseView, read_truth_file, truth_by_cell
+from ldpcollect_cli.release_view import (
+    ReleaseView,
+    check_truth_query,
+    read_truth_file,
+    truth_by_cell,
+)
 from ldpcollect_cli.service_errors import guarded
 from ldpcollect_cli.service_options import DEFAULT_SERVER, Json, Server, TlsCa, Token, with_admin
 from ldpcollect_cli.service_render import print_json, privacy_table, release_json
@@ -194,8 +199,12 @@ def release(
         if from_json is not None:
             data: dict[str, object] | None = None
             view = ReleaseView.from_file(from_json)
+            if truth is not None:
+                check_truth_query(truth, view.query_id)
         else:
             assert query is not None
+            if truth is not None:
+                check_truth_query(truth, query)
             got, released = with_admin(server, admin_token, lambda a: _fetch(a, query), tls_ca)
             data = release_json(released, got)
             view = ReleaseView.from_json(data)

@@ -302,8 +302,9 @@ def fleet_run(
         Path | None,
         typer.Option(
             "--csv",
-            help="Device locations: lat,lon rows (header optional). The same file and --seed "
-            "are the same devices: running it again on a query is deduplicated, not recounted.",
+            help="Device locations: lat,lon rows (header optional; a device_id column names "
+            "the devices, else each row's content does). The same rows and --seed are the "
+            "same devices: a rerun, or a corrected file, is deduplicated, never recounted.",
         ),
     ] = None,
     seed: Annotated[
@@ -317,8 +318,29 @@ def fleet_run(
     ] = f"{geo.DEFAULT_CENTER[0]},{geo.DEFAULT_CENTER[1]}",
     state: Annotated[
         Path | None,
-        typer.Option("--state", help="Fleet state file (one .npz): reuse draws and report ids."),
+        typer.Option(
+            "--state",
+            help="Fleet state file (one .npz): reuse draws and report ids. A simulated fleet "
+            "on a two-round (SP) query without --advance keeps one in the state folder "
+            "($LDPCOLLECT_STATE_DIR, default ~/.local/state/ldpcollect) by default.",
+        ),
     ] = None,
+    fleet_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--fleet-key",
+            help="The operator's secret that keys a CSV's device names per query (created on "
+            "first use; default fleet.key in the state folder). Copy it to rerun elsewhere.",
+        ),
+    ] = None,
+    send_anyway: Annotated[
+        bool,
+        typer.Option(
+            "--send-anyway",
+            help="Send even when the locations look swapped (lat/lon) or mostly fall outside "
+            "the query's targets; refused by default, before anything is sent.",
+        ),
+    ] = False,
     device_budget: Annotated[
         float | None, typer.Option("--device-budget", help="Each device's local epsilon budget.")
     ] = None,
@@ -379,6 +401,8 @@ def fleet_run(
         issuer=issuer,
         enrollment_key=enrollment_key,
         device_prefix=device_prefix,
+        fleet_key=fleet_key,
+        send_anyway=send_anyway,
     )
     guarded(lambda: run_fleet_command(request, console))
 

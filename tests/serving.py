@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,7 +18,15 @@ READY = "ldpcollect aggregator serving on "
 def cli_env(token: str, **extra: str) -> dict[str, str]:
     """This process's environment without LDPCOLLECT_* settings, plus the admin token."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LDPCOLLECT_")}
-    return {**env, "LDPCOLLECT_ADMIN_TOKEN": token, "COLUMNS": "200", **extra}
+    # The CLI's own state (fleet key, default fleet states) stays out of the user's home.
+    state = os.path.join(tempfile.gettempdir(), f"ldpcollect-test-state-{os.getpid()}")
+    return {
+        **env,
+        "LDPCOLLECT_ADMIN_TOKEN": token,
+        "LDPCOLLECT_STATE_DIR": state,
+        "COLUMNS": "200",
+        **extra,
+    }
 
 
 def run_cli(

@@ -139,6 +139,10 @@ def test_bad_release_options_exit_2_and_write_nothing(released: tuple[str, Path]
         (("--postprocess", "round"), "--postprocess must be clip or norm-sub"),
         (("--from-json", str(folder / "fleet.json")), "saved by `ldpcollect release --json`"),
         (("--truth", str(folder / "missing.json")), "--truth must be a readable JSON file"),
+        (
+            ("--truth", str(folder / "fleet.json")),
+            "it is the truth of query 'paris'",  # another query's fleet: refused
+        ),
     ]:
         query = () if "--from-json" in args else ("--query", "untouched")
         done = cli("release", *query, *args, "--geojson", str(target), server=server, ok=False)
