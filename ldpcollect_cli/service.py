@@ -1,4 +1,4 @@
-"""Commands: query create|list|show|advance|close, fleet run, release, demo (and `serve` from
+"""Commands: query create|list|show|advance|close|delete, fleet run, release, demo (and `serve` from
 `serve_command`, the ledger commands from `ledger_command`).
 
 Every command that prints results takes `--json`. gRPC failures print the status code and the
@@ -7,6 +7,7 @@ server's message and exit 1 (no traceback); bad parameters exit 2 naming the par
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -273,6 +274,40 @@ def _one(
 
 for _action in ("show", "advance", "close"):
     query_app.command(_action)(_one(_action))
+
+
+@query_app.command("delete")
+def query_delete(
+    query: QueryId,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Delete without asking (needed when not at a terminal).")
+    ] = False,
+    server: Server = DEFAULT_SERVER,
+    admin_token: Token = "",
+    tls_ca: TlsCa = None,
+    json_out: Json = False,
+) -> None:
+    """Delete a query that has not been released, with every report it holds (undo a bad run:
+    nothing was released, so nothing is charged). A released query is refused."""
+
+    def work() -> None:
+        if not yes:
+            if not sys.stdin.isatty():
+                raise ParameterError(
+                    "--yes", False, "given to delete without a terminal to confirm at"
+                )
+            typer.confirm(f"Delete query {query} and every report it holds?", abort=True)
+        done = with_admin(server, admin_token, lambda admin: admin.delete(query), tls_ca)
+        if json_out:
+            print_json({"deleted": query_json(done.query), "reports_deleted": done.reports_deleted})
+            return
+        console.print(
+            f"deleted query {query} and its {done.reports_deleted:,} reports; it was never "
+            "released, so nothing was charged to the privacy ledger. The id is free: "
+            f"`ldpcollect query create --id {query} ...` makes it again"
+        )
+
+    guarded(work)
 
 
 # ---------------------------------------------------------------------------------------------

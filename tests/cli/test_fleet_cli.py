@@ -183,3 +183,32 @@ def test_a_simulated_sp_fleet_keeps_its_devices_between_runs(server: str) -> Non
     second = json.loads(cli(*run, "--json", server=server).stdout)
     assert second["rounds"][0]["round"] == 2 and second["rounds"][0]["accepted"] == 300
     assert completed(server, "sp") == 300
+
+
+def test_a_bad_run_is_deleted_and_redone_before_release(server: str, city_csv: Path) -> None:
+    create(server, "rr", "--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3")
+    cli("fleet", "run", "--query", "rr", "--csv", str(city_csv), "--no-progress", server=server)
+    unconfirmed = cli("query", "delete", "--query", "rr", server=server, ok=False)
+    assert unconfirmed.returncode == 2 and "--yes" in unconfirmed.stderr
+    assert completed(server, "rr") == 500
+    gone = json.loads(
+        cli("query", "delete", "--query", "rr", "--yes", "--json", server=server).stdout
+    )
+    assert gone["reports_deleted"] == 500 and gone["deleted"]["query_id"] == "rr"
+    listed = json.loads(cli("query", "list", "--json", server=server).stdout)
+    assert [q["query_id"] for q in listed] == []
+    ledger = json.loads(cli("ledger", "--json", server=server).stdout)
+    assert ledger["entries"] == [] and ledger["spent"] == 0  # nothing released, nothing charged
+
+    create(server, "rr", "--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3")
+    redo = json.loads(
+        cli("fleet", "run", "--query", "rr", "--csv", str(city_csv), "--no-progress", "--json",
+            server=server).stdout
+    )  # fmt: skip
+    assert redo["rounds"][0]["accepted"] == 500  # a fresh query: the same devices, counted once
+    cli("query", "close", "--query", "rr", server=server)
+    cli("release", "--query", "rr", server=server)
+    refused = cli("query", "delete", "--query", "rr", "--yes", server=server, ok=False)
+    assert refused.returncode == 1
+    assert "FAILED_PRECONDITION" in refused.stderr
+    assert "a release cannot be undone" in words(refused.stderr)
