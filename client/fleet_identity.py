@@ -45,6 +45,16 @@ def state_dir() -> Path:
     return Path(base) / "ldpcollect"
 
 
+def cache_dir() -> Path:
+    """Where the CLI keeps what it can make again (the land mask): $LDPCOLLECT_CACHE_DIR, else
+    $XDG_CACHE_HOME/ldpcollect, else ~/.cache/ldpcollect."""
+    explicit = os.environ.get("LDPCOLLECT_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ldpcollect"
+
+
 def default_fleet_key_path() -> Path:
     return state_dir() / "fleet.key"
 

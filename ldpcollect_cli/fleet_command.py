@@ -26,6 +26,7 @@ from ldpcollect import geo
 from ldpcollect.errors import ParameterError
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
+from ldpcollect_cli.box_check import remember_fleet_points
 from ldpcollect_cli.service_render import print_json
 
 DEFAULT_DEVICES = 1000
@@ -112,6 +113,7 @@ def build_fleet(
             )
     elif request.csv is not None:
         rows = read_locations_csv(request.csv)
+        remember_fleet_points(str(request.csv), rows.lats, rows.lons)
         fleet = new_fleet(rows.lats, rows.lons, request.device_budget, request.device_budget_delta)
         fleet.names = fleet_identity.row_names(rows.contents, request.seed)
     else:

@@ -130,6 +130,14 @@ def query_create(
             "sampling rate 1); refused otherwise. The ledger records it.",
         ),
     ] = False,
+    accept_box: Annotated[
+        bool,
+        typer.Option(
+            "--accept-box",
+            help="Create the query even when the --bbox looks given longitude first (all "
+            "water, but land read the other way) or lies far from the last CSV fleet's points.",
+        ),
+    ] = False,
     query_id: Annotated[str, typer.Option("--id", help="Query id (server picks if empty).")] = "",
     description: Annotated[
         str, typer.Option("--description", help="Free text shown with the query (its purpose).")
@@ -145,6 +153,8 @@ def query_create(
     def work() -> None:
         mech = _mechanism(mechanism, flip1, flip2, sampling_rate)
         target_list = _targets(scheme, targets, bbox, h3_parent, h3_disk)
+        if bbox is not None:
+            _check_box(bbox, len(target_list), scheme, accept_box)
         sigma = None
         if noise_sigma is not None:
             option = "--noise-sigma"
@@ -172,6 +182,34 @@ def query_create(
             console.print(queries_table([query]))
 
     guarded(work)
+
+
+def _check_box(text: str, cells: int, scheme: str, accept: bool) -> None:
+    """Print the box as understood; refuse one that looks given longitude first."""
+    from ldpcollect_cli.box_check import Box, box_problem, describe
+
+    box = Box(*_parse_floats(text, "--bbox", 4))
+    notes = Console(stderr=True)
+    notes.print(describe(box, cells, scheme), soft_wrap=True)
+    reason = box_problem(box)
+    if reason is None:
+        return
+    if accept:
+        notes.print(f"warning: {reason} (creating it anyway: --accept-box)", soft_wrap=True)
+        return
+    raise ParameterError(
+        "--bbox",
+        text,
+        "south,west,north,east (latitude first)",
+        f"it does not look like the box meant: {reason}; nothing was created. "
+        + (
+            f"Given longitude first? Latitude first it reads "
+            f"{box.west:g},{box.south:g},{box.east:g},{box.north:g}. "
+            if box.swapped() is not None
+            else ""
+        )
+        + "--accept-box creates it as given",
+    )
 
 
 def _mechanism(

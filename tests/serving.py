@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -18,8 +19,11 @@ READY = "ldpcollect aggregator serving on "
 def cli_env(token: str, **extra: str) -> dict[str, str]:
     """This process's environment without LDPCOLLECT_* settings, plus the admin token."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LDPCOLLECT_")}
-    # The CLI's own state (fleet key, default fleet states) stays out of the user's home.
-    state = os.path.join(tempfile.gettempdir(), f"ldpcollect-test-state-{os.getpid()}")
+    # The CLI's own state (fleet key, default fleet states, the last fleet's points) stays out
+    # of the user's home, one folder per test so that no test sees another's.
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
+    digest = hashlib.sha256(test.encode()).hexdigest()[:16]
+    state = os.path.join(tempfile.gettempdir(), f"ldpcollect-test-state-{os.getpid()}-{digest}")
     return {
         **env,
         "LDPCOLLECT_ADMIN_TOKEN": token,

@@ -212,3 +212,36 @@ def test_a_bad_run_is_deleted_and_redone_before_release(server: str, city_csv: P
     assert refused.returncode == 1
     assert "FAILED_PRECONDITION" in refused.stderr
     assert "a release cannot be undone" in words(refused.stderr)
+
+
+def test_query_create_shows_its_box_and_refuses_one_given_longitude_first(
+    server: str, city_csv: Path
+) -> None:
+    lon_first = ("--mechanism", "rr", "--flip1", "0.85", "--flip2", "0.3", "--scheme", "h3:8")
+    made = cli("query", "create", "--id", "ok", *lon_first, "--bbox", BBOX, server=server)
+    said = words(made.stderr)
+    assert "box: south-west corner 48.85,2.28, north-east corner 48.87,2.31 (lat,lon)" in said
+    assert "centre 48.86,2.295; 2.2 km east-west x 2.2 km north-south;" in said
+    refused = cli(
+        "query", "create", "--id", "swapped", *lon_first, "--bbox", "2.28,48.85,2.31,48.87",
+        server=server, ok=False,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    said = words(refused.stderr)
+    assert "the box is all water, but read as lon,lat it would be 100% land" in said
+    assert "Latitude first it reads 48.85,2.28,48.87,2.31" in said
+    listed = json.loads(cli("query", "list", "--json", server=server).stdout)
+    assert [q["query_id"] for q in listed] == ["ok"]  # nothing was created
+    anyway = cli(
+        "query", "create", "--id", "swapped", *lon_first, "--bbox", "2.28,48.85,2.31,48.87",
+        "--accept-box", server=server,
+    )  # fmt: skip
+    assert "creating it anyway" in words(anyway.stderr)
+
+    # Far from the last CSV fleet's points (Paris): a box in New York is refused.
+    cli("fleet", "run", "--query", "ok", "--csv", str(city_csv), "--no-progress", server=server)
+    far = cli(
+        "query", "create", "--id", "nyc", *lon_first, "--bbox", "40.70,-74.02,40.72,-74.00",
+        server=server, ok=False,
+    )  # fmt: skip
+    assert f"km from the nearest point of {city_csv}" in words(far.stderr)
