@@ -210,8 +210,8 @@ class LocationsRefused(ParameterError):
 
 
 def location_problem(request: FleetRequest, info: QueryInfo, fleet: FleetState) -> str | None:
-    """Why these locations look wrong for the query (swapped, or mostly outside its targets),
-    or None. Checked before anything is sent."""
+    """Why these locations look wrong for the query (swapped; for a CSV also almost all
+    outside its targets), or None. Checked before anything is sent."""
     check = check_swap(info, fleet.lats, fleet.lons)
     source = f"locations in {request.csv}" if request.csv is not None else "simulated locations"
     if check.looks_swapped:
@@ -221,7 +221,7 @@ def location_problem(request: FleetRequest, info: QueryInfo, fleet: FleetState) 
             "order of the CSV's columns (a header row lat,lon names them) and of the query's "
             "--bbox (south,west,north,east)"
         )
-    if check.inside < MIN_INSIDE:
+    if check.inside < MIN_INSIDE and request.csv is not None:
         return (
             f"only {check.inside:.0%} of the {source} fall in {info.query_id}'s targets: the "
             "query's box (see `ldpcollect query show`) or the locations are not where you think"
@@ -296,13 +296,16 @@ class _FleetRun:
         problem = location_problem(self.request, info, fleet)
         if problem is None:
             return
+        if self.request.csv is None:  # a simulated city: the person chose it, a warning
+            self.warn.print(f"warning: {problem}")
+            return
         if self.request.send_anyway:
             self.warn.print(f"warning: {problem} (sending anyway: --send-anyway)")
             return
         self.fleet = None  # nothing sent: keep no state of this fleet
         raise LocationsRefused(
-            "--csv" if self.request.csv is not None else "--center",
-            str(self.request.csv or self.request.center),
+            "--csv",
+            str(self.request.csv),
             "locations that fall in the query's targets",
             f"nothing was sent: {problem}; --send-anyway sends them regardless",
         )

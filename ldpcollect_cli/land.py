@@ -3,9 +3,9 @@
 The data is the `global-land-mask` package's 1 km mask of the GLOBE data set (MIT). Importing
 that package unpacks its 0.9 GB array, so this module never imports it: it reads the package's
 compressed file once, as a stream, keeping every 12th row and column (0.1 degree, about 11 km),
-and caches that (0.8 MB, packed bits) in the CLI's cache folder (`cache_dir`). The first use takes a few
-seconds; later ones read the cache. Without the package (or its file) there is no mask, and
-callers go on without it.
+and caches that (0.8 MB, packed bits) in the CLI's cache folder (`cache_dir`). The first use
+takes a few seconds; later ones read the cache. Without the package (or its file) there is no
+mask, and callers go on without it.
 """
 
 from __future__ import annotations
