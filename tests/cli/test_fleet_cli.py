@@ -145,7 +145,9 @@ def test_a_corrected_or_reordered_csv_counts_nobody_twice(
     result = json.loads(redo.stdout)["rounds"][0]
     assert result["accepted"] == 0
     assert result["duplicates"] + result["failed"] == 500
-    assert 10 <= result["failed"] < 100  # the moved rows, and their answer buckets' others
+    # Only moved devices can send other answers (the others draw the same ones again); a
+    # moved device's new answers may match its old ones by chance, and count as duplicates.
+    assert 1 <= result["failed"] <= 10 and result["duplicates"] >= 490
     assert "their first reports stand and nobody was counted twice" in words(redo.stderr)
     assert completed(server, "ids") == 500
 
