@@ -14,7 +14,6 @@ from rich.console import Console
 
 from client.channels import open_channel
 from ldpcollect.errors import ParameterError
-from ldpcollect.secure.key_file import load_or_create_key_pair
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
 from ldpcollect_cli.service_errors import guarded
@@ -78,6 +77,8 @@ def create(
 
         mech = _mechanism(mechanism, flip1, flip2, sampling_rate)
         cells = [int(part) for part in targets.split(",") if part.strip()]
+        from ldpcollect.secure.key_file import load_or_create_key_pair  # not at start-up
+
         collector = load_or_create_key_pair(collector_key)
         with open_channel(server, tls_ca) as channel:
             query = create_secure_query(

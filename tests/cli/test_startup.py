@@ -63,3 +63,23 @@ def test_query_list_loads_no_heavy_module(server: str) -> None:
 
 def test_the_commands_that_need_them_still_load_them() -> None:
     assert "scipy" in heavy_modules("privacy", "convert", "--rho", "0.5", "--delta", "1e-5")
+
+
+def test_each_command_loads_the_module_that_defines_it() -> None:
+    import importlib
+
+    import typer
+
+    from ldpcollect_cli.main import COMMAND_MODULES, MODULES, modules_for
+
+    defined: dict[str, str] = {}
+    for name in MODULES:
+        app = typer.Typer()
+        importlib.import_module(f"ldpcollect_cli.{name}").register(app)
+        commands = [
+            c.name or (c.callback.__name__ if c.callback else None) for c in app.registered_commands
+        ] + [g.name for g in app.registered_groups]
+        defined.update({command: name for command in commands if command})
+    assert defined == COMMAND_MODULES
+    assert modules_for(["query", "list"]) == ("service",)
+    assert modules_for(["--help"]) == MODULES and modules_for(["nope"]) == MODULES
