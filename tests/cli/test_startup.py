@@ -83,3 +83,21 @@ def test_each_command_loads_the_module_that_defines_it() -> None:
     assert defined == COMMAND_MODULES
     assert modules_for(["query", "list"]) == ("service",)
     assert modules_for(["--help"]) == MODULES and modules_for(["nope"]) == MODULES
+
+
+def test_the_command_overview_is_the_help_the_modules_give() -> None:
+    import importlib
+
+    import typer
+    from typer.testing import CliRunner
+
+    from ldpcollect_cli.main import MODULES, register_overview
+
+    def top_level_help(register: list[object]) -> str:
+        app = typer.Typer(name="ldpcollect", help="x", no_args_is_help=True, add_completion=False)
+        for step in register:
+            step(app)  # type: ignore[operator]
+        return CliRunner().invoke(app, ["--help"], prog_name="ldpcollect").output
+
+    modules = [importlib.import_module(f"ldpcollect_cli.{name}").register for name in MODULES]
+    assert top_level_help([register_overview]) == top_level_help(list(modules))
