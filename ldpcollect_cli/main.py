@@ -80,6 +80,12 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _group() -> None:
+    """Keeps `ldpcollect` a group of commands when only one command's module is loaded (typer
+    would otherwise run that one command as the program itself)."""
+
+
 def register_overview(target: typer.Typer) -> None:
     """Every command's name and help, without importing its module (only for listing them)."""
 

@@ -101,3 +101,16 @@ def test_the_command_overview_is_the_help_the_modules_give() -> None:
 
     modules = [importlib.import_module(f"ldpcollect_cli.{name}").register for name in MODULES]
     assert top_level_help([register_overview]) == top_level_help(list(modules))
+
+
+@pytest.mark.parametrize("command", ["simulate", "loadtest", "privacy", "query", "serve"])
+def test_a_command_loaded_alone_is_still_a_subcommand(command: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ldpcollect_cli.main", command, "--help"],
+        env=cli_env(TOKEN),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"ldpcollect_cli.main {command} [OPTIONS]" in done.stdout  # not the root command
