@@ -160,6 +160,7 @@ def write_png(view: ReleaseView, path: Path) -> None:
     from matplotlib.collections import PolyCollection
     from matplotlib.colors import FuncNorm, LinearSegmentedColormap
 
+    matplotlib.rcParams["hatch.linewidth"] = 0.5  # a light mark, the colour still shows
     shapes = [[(lon, lat) for lat, lon in view.scheme.boundary(r.cell)] for r in view.rows]
     shown = panels(view)
     scale_of = scales(shown)
@@ -196,7 +197,7 @@ def write_png(view: ReleaseView, path: Path) -> None:
         ax.add_collection(collection)
         if hatched and title != "truth":  # the hatch is about the estimate's interval
             # white over the dark low counts it marks on the count ramp, dark over orange
-            ink = "white" if kind == "counts" else "0.15"
+            ink = (1, 1, 1, 0.7) if kind == "counts" else (0.15, 0.15, 0.15, 0.7)
             marks = PolyCollection(hatched, facecolors="none", edgecolors=ink, hatch="///")
             marks.set_linewidth(0)
             ax.add_collection(marks)
