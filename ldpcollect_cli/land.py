@@ -60,6 +60,23 @@ def is_land(lats: npt.ArrayLike, lons: npt.ArrayLike) -> npt.NDArray[np.bool_] |
     return np.asarray(mask[rows, cols], dtype=bool)
 
 
+def land_window(
+    west: float, east: float, south: float, north: float
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_]] | None:
+    """(cell-centre longitudes, latitudes, land) of the mask's cells over a box, a cell beyond
+    it on each side; None without the mask."""
+    mask = land_mask()
+    if mask is None:
+        return None
+    r0 = max(int((90 - north) / DEGREES) - 1, 0)
+    r1 = min(int((90 - south) / DEGREES) + 2, ROWS)
+    c0 = max(int((west + 180) / DEGREES) - 1, 0)
+    c1 = min(int((east + 180) / DEGREES) + 2, COLUMNS)
+    lats = 90 - (np.arange(r0, r1, dtype=np.float64) + 0.5) * DEGREES
+    lons = -180 + (np.arange(c0, c1, dtype=np.float64) + 0.5) * DEGREES
+    return lons, lats, mask[r0:r1, c0:c1]
+
+
 def grid_index(
     lats: npt.NDArray[np.float64], lons: npt.NDArray[np.float64]
 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:

@@ -291,23 +291,17 @@ def _coast(
     y: Callable[[float], float],
 ) -> str:
     """SVG paths of the land/water line over the box (none without the land data)."""
-    from ldpcollect_cli.land import DEGREES, land_mask
+    from ldpcollect_cli.land import land_window
 
-    mask = land_mask()
-    if mask is None:
+    window = land_window(west, east, south, north)
+    if window is None:
         return ""
-    r0 = max(int((90 - north) / DEGREES) - 1, 0)
-    r1 = min(int((90 - south) / DEGREES) + 2, mask.shape[0])
-    c0 = max(int((west + 180) / DEGREES) - 1, 0)
-    c1 = min(int((east + 180) / DEGREES) + 2, mask.shape[1])
-    part = mask[r0:r1, c0:c1]
+    lons, lats, part = window
     if part.all() or not part.any() or min(part.shape) < 2:
         return ""
     import contourpy
     import numpy as np
 
-    lats = 90 - (np.arange(r0, r1) + 0.5) * DEGREES
-    lons = -180 + (np.arange(c0, c1) + 0.5) * DEGREES
     generator = contourpy.contour_generator(x=lons, y=lats, z=part.astype(float))
     paths = []
     for line in generator.lines(0.5):

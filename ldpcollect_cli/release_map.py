@@ -244,19 +244,10 @@ def _land_grid(
     extent: tuple[float, ...],
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_]] | None:
     """(lons, lats, land) of the land mask's cells over `extent`, or None without the data."""
-    from ldpcollect_cli.land import DEGREES, land_mask
+    from ldpcollect_cli.land import land_window
 
-    mask = land_mask()
-    if mask is None:
-        return None
     west, east, south, north = extent
-    r0 = max(int((90 - north) / DEGREES) - 1, 0)
-    r1 = min(int((90 - south) / DEGREES) + 2, mask.shape[0])
-    c0 = max(int((west + 180) / DEGREES) - 1, 0)
-    c1 = min(int((east + 180) / DEGREES) + 2, mask.shape[1])
-    lats = 90 - (np.arange(r0, r1) + 0.5) * DEGREES
-    lons = -180 + (np.arange(c0, c1) + 0.5) * DEGREES
-    return lons, lats, mask[r0:r1, c0:c1]
+    return land_window(west, east, south, north)
 
 
 def _draw_land(ax: Any, land: Any, extent: tuple[float, ...]) -> None:
