@@ -32,6 +32,8 @@ class PendingChanges:
     before: dict[str, Progress] = field(default_factory=dict)
     created: set[str] = field(default_factory=set)
     forgotten: set[str] = field(default_factory=set)
+    # Queries the transaction deletes (also in `forgotten`: a failure reads them again).
+    deleted: set[str] = field(default_factory=set)
 
     def touch(self, state: QueryState) -> None:
         """Note that the transaction changes `state` (call before changing it)."""

@@ -1,4 +1,5 @@
-"""The query lifecycle: OPEN (rounds 1..n in turn) -> CLOSED -> RELEASED.
+"""The query lifecycle: OPEN (rounds 1..n in turn) -> CLOSED -> RELEASED; before its release
+a query may be deleted instead (undo: its reports go with it, nothing is charged).
 
 Which change each state allows, and the refusal a person reads otherwise. Every store backend
 applies these to its own `QueryState` inside its transaction, so the rules and their messages
@@ -70,6 +71,17 @@ def check_releasable(state: QueryState) -> None:
             f"query {query_id!r} has {state.completed_devices} devices that completed "
             f"every round, below its min_reports {state.spec.min_reports}; "
             f"it cannot be released"
+        )
+
+
+def check_deletable(state: QueryState) -> None:
+    """Only a query not yet released can be deleted: a release is published and charged to the
+    ledger, and deleting it would undo neither."""
+    if state.status == QueryStatus.RELEASED:
+        raise FailedPrecondition(
+            f"query {state.spec.query_id!r} was released: a release cannot be undone (it is "
+            f"published and charged to the privacy ledger); only a query not yet released "
+            f"can be deleted"
         )
 
 

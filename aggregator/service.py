@@ -440,6 +440,13 @@ class AdminService(pb_grpc.AdminServicer):
         return query_to_proto(info)
 
     @_admin
+    async def DeleteQuery(
+        self, request: pb.DeleteQueryRequest, context: Context
+    ) -> pb.DeleteQueryResponse:
+        info, deleted = await self._store.delete_query(request.query_id)
+        return pb.DeleteQueryResponse(query=query_to_proto(info), reports_deleted=deleted)
+
+    @_admin
     async def Release(self, request: pb.ReleaseRequest, context: Context) -> pb.QueryRelease:
         info = self._store.query(request.query_id)
         if info is not None and isinstance(self._release_fn, Releaser):

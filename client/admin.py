@@ -73,6 +73,11 @@ class AdminClient:
             pb.CloseQueryRequest(query_id=query_id), metadata=self._metadata, timeout=self._timeout
         )
 
+    def delete(self, query_id: str) -> pb.DeleteQueryResponse:
+        return self._stub.DeleteQuery(
+            pb.DeleteQueryRequest(query_id=query_id), metadata=self._metadata, timeout=self._timeout
+        )
+
     def release(self, query_id: str) -> pb.QueryRelease:
         return self._stub.Release(
             pb.ReleaseRequest(query_id=query_id), metadata=self._metadata, timeout=self._timeout

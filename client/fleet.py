@@ -3,11 +3,11 @@
 Randomness: the fleet uses the mechanisms' vectorized FLEET half (`mech.fleet_answers` with a
 seeded numpy Generator), not one CSPRNG draw per device: it is a simulation, and 10^5 devices
 draw in milliseconds. Pseudonyms and report ids come from the OS CSPRNG, so two fleets never
-collide, except for a fleet with an identity (`FleetState.identity`, e.g. the same CSV file and
-seed): it is the same devices every run, deriving its answers, pseudonyms and report ids from
-the identity and the query, so a second run is deduplicated by the aggregator rather than
-counted again. The per-device `client.device.Device` uses the device half (CSPRNG, exact
-rationals).
+collide, except for a fleet of named devices (`FleetState.names`, e.g. a CSV's rows): it is the
+same devices every run, deriving its answers, pseudonyms and report ids from each device's name,
+the operator's fleet key and the query (`client.fleet_identity`), so a second run is
+deduplicated by the aggregator rather than counted again. The per-device
+`client.device.Device` uses the device half (CSPRNG, exact rationals).
 
 Everything a real device would keep is kept for every simulated device (`FleetState`): answers
 drawn once per query, one report id per round, acks; a rerun or a retry resends with the same
@@ -21,7 +21,6 @@ Three paths (one gRPC call per device, client streams, batches) with bounded con
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import random
 import time
@@ -36,6 +35,7 @@ import grpc.aio
 import numpy as np
 import numpy.typing as npt
 
+from client import fleet_identity
 from client.fleet_state import FleetQuery, FleetState
 from client.fleet_tokens import FleetTokens
 from client.leakage import DeviceBudget, query_cost
@@ -189,7 +189,7 @@ def decide(fleet: FleetState, info: QueryInfo, rng: np.random.Generator) -> Flee
                 "answers; the fleet will not draw again for the same query id"
             )
         return existing
-    if info.current_round > 1 and fleet.identity is None:
+    if info.current_round > 1 and fleet.names is None:
         raise FleetError(
             f"query {info.query_id} is in round {info.current_round} and this fleet never "
             "answered round 1: pass the fleet state file of the run that did (--state), or run "
@@ -200,17 +200,12 @@ def decide(fleet: FleetState, info: QueryInfo, rng: np.random.Generator) -> Flee
     answering = _can_answer(fleet, cost.epsilon, cost.delta)
     location_ids = info.locate_many(fleet.lats, fleet.lons)
     targets = np.asarray(info.targets, dtype=np.uint64)
-    if fleet.identity is None:
+    if fleet.names is None:
         answers = info.mechanism.fleet_answers(location_ids, targets, rng)
         key_bytes = os.urandom(n * KEY_BYTES * (1 + info.rounds))
+        keys = np.frombuffer(key_bytes, dtype=np.uint8).reshape(1 + info.rounds, n, KEY_BYTES)
     else:
-        answers = info.mechanism.fleet_answers(
-            location_ids, targets, _derived_rng(fleet.identity, info.query_id, b"answers")
-        )
-        key_bytes = _derived_rng(fleet.identity, info.query_id, b"ids").bytes(
-            n * KEY_BYTES * (1 + info.rounds)
-        )
-    keys = np.frombuffer(key_bytes, dtype=np.uint8).reshape(1 + info.rounds, n, KEY_BYTES)
+        answers, keys = _named_draws(fleet, info, location_ids, targets)
     acked = np.zeros((info.rounds, n), dtype=bool)
     # A fixed fleet joining after round 1 (a second run after `query advance`) sent its earlier
     # rounds' reports in a previous run, the same ones it would send now; any the aggregator
@@ -231,11 +226,34 @@ def decide(fleet: FleetState, info: QueryInfo, rng: np.random.Generator) -> Flee
     return record
 
 
-def _derived_rng(identity: bytes, query_id: str, purpose: bytes) -> np.random.Generator:
-    """A generator determined by (fleet identity, query, purpose): the same devices draw the
-    same answers and ids every time they meet the same query."""
-    digest = hashlib.sha256(identity + b"\0" + query_id.encode() + b"\0" + purpose).digest()
-    return np.random.Generator(np.random.Philox(np.random.SeedSequence(list(digest))))
+def _named_draws(
+    fleet: FleetState,
+    info: QueryInfo,
+    location_ids: npt.NDArray[np.uint64],
+    targets: npt.NDArray[np.uint64],
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8]]:
+    """Answers and (pseudonym, report ids) of named devices: the same device draws the same
+    ones every time it meets the same query (`client.fleet_identity`)."""
+    assert fleet.names is not None
+    if fleet.fleet_key is None:
+        raise FleetError("a fleet of named devices needs the operator's fleet key")
+    secret = fleet_identity.query_secret(fleet.fleet_key, info.query_id)
+    names = fleet.names
+    n = names.shape[0]
+    keys = np.empty((1 + info.rounds, n, KEY_BYTES), dtype=np.uint8)
+    keys[0] = fleet_identity.keyed(secret, names, b"pseudonym", KEY_BYTES)
+    for r in range(info.rounds):
+        keys[1 + r] = fleet_identity.keyed(secret, names, b"report %d" % (r + 1), KEY_BYTES)
+    answers: npt.NDArray[np.uint8] | None = None
+    for members, material in fleet_identity.answer_buckets(secret, names):
+        drawn = info.mechanism.fleet_answers(
+            location_ids[members], targets, fleet_identity.derived_rng(material)
+        )
+        if answers is None:
+            answers = np.empty((drawn.shape[0], n, drawn.shape[2]), dtype=np.uint8)
+        answers[:, members] = drawn
+    assert answers is not None
+    return answers, keys
 
 
 def _can_answer(fleet: FleetState, epsilon: float, delta: float) -> npt.NDArray[np.bool_]:

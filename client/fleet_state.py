@@ -53,10 +53,13 @@ class FleetState:
     lons: Float64s
     budget_epsilon: float | None = None
     budget_delta: float = 0.0
-    # When set, the fleet is a fixed set of devices: pseudonyms, report ids and answers for a
-    # query derive from (identity, query id), so sending it twice is deduplicated by the
-    # aggregator. A CSV fleet's identity is its file's hash and the seed.
-    identity: bytes | None = None
+    # When set, the fleet is a fixed set of devices, one name a device (`client.fleet_identity`):
+    # pseudonyms, report ids and answers for a query derive from (fleet key, query id, name),
+    # so sending it twice is deduplicated by the aggregator. A CSV fleet's names come from its
+    # device id column or its rows' content, and the seed.
+    names: npt.NDArray[np.uint8] | None = None
+    # The operator's fleet key (not saved with the state: it stays in its own file).
+    fleet_key: bytes | None = field(default=None, repr=False)
     queries: dict[str, FleetQuery] = field(default_factory=dict)
     # Queries in the order they were decided: a device's own ledger is the charges of the
     # queries it answered, in this order.
@@ -91,7 +94,6 @@ class FleetState:
             "format": FLEET_FORMAT,
             "budget_epsilon": self.budget_epsilon,
             "budget_delta": self.budget_delta,
-            "identity": None if self.identity is None else self.identity.hex(),
             "order": self.order,
             "queries": {
                 qid: {
@@ -102,6 +104,8 @@ class FleetState:
             },
         }
         arrays: dict[str, npt.NDArray[np.generic]] = {"lats": self.lats, "lons": self.lons}
+        if self.names is not None:
+            arrays["names"] = self.names
         for k, qid in enumerate(self.order):
             rec = self.queries[qid]
             arrays[f"q{k}_location_ids"] = rec.location_ids
@@ -124,8 +128,7 @@ class FleetState:
                 state = cls(lats=data["lats"], lons=data["lons"])
                 state.budget_epsilon = header["budget_epsilon"]
                 state.budget_delta = float(header.get("budget_delta", 0.0))
-                identity = header.get("identity")
-                state.identity = None if identity is None else bytes.fromhex(identity)
+                state.names = data["names"] if "names" in data.files else None
                 for k, qid in enumerate(header["order"]):
                     meta = header["queries"][qid]
                     charge_epsilon, charge_delta = (float(x) for x in meta["charge"])

@@ -17,6 +17,22 @@ import socket
 from ldpcollect.errors import ParameterError
 
 ROUND_ROBIN = json.dumps({"loadBalancingConfig": [{"round_robin": {}}]})
+# The port `ldpcollect serve` listens on by default: a lone host in --server gets it (gRPC's
+# own default would be 443, where no aggregator listens unless told to).
+DEFAULT_PORT = 50051
+
+
+def with_default_port(server: str) -> str:
+    """`server` with DEFAULT_PORT added when it is one host without a port (`localhost`,
+    `collector.example`, `[::1]`); anything else unchanged."""
+    text = server.strip()
+    if not text or "," in text or "/" in text or text.startswith("unix:"):
+        return server
+    if text.startswith("[") and text.endswith("]"):
+        return f"{text}:{DEFAULT_PORT}"
+    if ":" not in text:
+        return f"{text}:{DEFAULT_PORT}"
+    return server
 
 
 def split_addresses(server: str) -> list[tuple[str, int]]:
@@ -63,7 +79,7 @@ def channel_target(server: str) -> tuple[str, list[tuple[str, str]]]:
     """
     options = [("grpc.service_config", ROUND_ROBIN)]
     if "," not in server:
-        return server, options
+        return with_default_port(server), options
     addresses = split_addresses(server)
     ips = [(ip, port) for host, port in addresses for ip in _resolve(host, port)]
     versions = {ipaddress.ip_address(ip).version for ip, _ in ips}

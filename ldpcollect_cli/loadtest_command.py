@@ -13,17 +13,12 @@ import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from client.loadtest import MODES, LoadTest, LoadTestConfig, LoadTestError, Tick, parse_addresses
-from client.loadtest_counts import CountCheck, read_counts, settled_check
-from client.loadtest_plot import plot_latency
-from ldpcollect_cli.loadtest_render import loop_words, print_result, result_json
 from ldpcollect_cli.service_errors import EXIT_RPC, guarded
 from ldpcollect_cli.service_options import (
     DEFAULT_SERVER,
@@ -36,6 +31,12 @@ from ldpcollect_cli.service_options import (
 )
 from ldpcollect_cli.service_render import print_json
 
+if TYPE_CHECKING:  # the engine is imported when a test runs, not for `--help` (start-up)
+    from client.loadtest import LoadTestConfig, Tick
+    from client.loadtest_counts import CountCheck
+
+MODES = ("unary", "stream", "batch")  # client.loadtest.MODES (checked by its config)
+
 NO_TOKEN = "skipped: no admin token (--admin-token or LDPCOLLECT_ADMIN_TOKEN)"
 
 
@@ -46,6 +47,8 @@ def _progress(duration: float, enabled: bool) -> Iterator[Callable[[Tick], None]
     if not enabled:
         yield None
         return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
     columns = (
         TextColumn("[bold]loadtest"),
         BarColumn(),
@@ -121,6 +124,8 @@ def loadtest(
     aggregator counted exactly the acknowledged reports (with the admin token)."""
 
     def work() -> None:
+        from client.loadtest import LoadTestConfig, parse_addresses
+
         helper_key = None
         if helper is not None or helper_config is not None:  # a secure query at a leader
             from client.secure_keys import helper_config_of
@@ -136,6 +141,11 @@ def loadtest(
 
 
 def _run(config: LoadTestConfig, token: str, plot: Path | None, json_out: bool) -> None:
+    from client.loadtest import LoadTest, LoadTestError
+    from client.loadtest_counts import read_counts, settled_check
+    from client.loadtest_plot import plot_latency
+    from ldpcollect_cli.loadtest_render import loop_words, print_result, result_json
+
     stdout = Console()
     before = (
         read_counts(config.addresses, config.query_id, 1, token, config.tls_ca) if token else None

@@ -16,7 +16,12 @@ from ldpcollect.errors import ParameterError
 from ldpcollect.postprocess import METHODS
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect_cli.query_kinds import with_either
-from ldpcollect_cli.release_view import ReleaseView, read_truth_file, truth_by_cell
+from ldpcollect_cli.release_view import (
+    ReleaseView,
+    check_truth_query,
+    read_truth_file,
+    truth_by_cell,
+)
 from ldpcollect_cli.secure_release import fetch_secure_release, view_lines
 from ldpcollect_cli.service_errors import guarded
 from ldpcollect_cli.service_options import (
@@ -187,8 +192,12 @@ def release(
         if from_json is not None:
             data: dict[str, object] | None = None
             view = ReleaseView.from_file(from_json)
+            if truth is not None:
+                check_truth_query(truth, view.query_id)
         else:
             assert query is not None
+            if truth is not None:
+                check_truth_query(truth, query)
             got, released, views = with_either(
                 server,
                 admin_token,

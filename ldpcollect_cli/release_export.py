@@ -1,14 +1,18 @@
 """A release in the formats GIS tools and spreadsheets read: GeoJSON and CSV.
 
 GeoJSON (RFC 7946): one Feature per target cell, its polygon as a closed counter-clockwise ring
-of [lon, lat] positions, and its estimate, standard error, 95% interval, participants and
-centre as properties (plus the truth and the post-processed estimate when known). H3 cells
-are written as hex strings, grid cells as integers, in both files.
+of [lon, lat] positions, and its estimate, standard error, 95% interval, the query's
+participants and centre as properties (plus the truth and the post-processed estimate when
+known). `query_participants` is the devices that answered the query, the same on every row:
+each of them answered for every cell (a local-privacy answer says nothing of where a device
+is), so a cell has no participants of its own. H3 cells are written as hex strings, grid
+cells as integers, in both files. Both are written like the maps: atomically, mode 0600.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 
@@ -40,7 +44,7 @@ def cell_properties(view: ReleaseView, row: CellRow) -> dict[str, object]:
         "std_error": row.std_error,
         "ci_low": row.ci_low,
         "ci_high": row.ci_high,
-        "participants": row.participants,
+        "query_participants": row.participants,
         "center_lat": lat,
         "center_lon": lon,
     }
@@ -80,7 +84,8 @@ def write_geojson(view: ReleaseView, path: Path) -> None:
 def write_csv(view: ReleaseView, path: Path) -> None:
     """One row per target cell; columns as `cell_properties` names them."""
     rows = [cell_properties(view, row) for row in view.rows]
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomic(path, text.getvalue().encode())

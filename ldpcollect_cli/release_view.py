@@ -132,6 +132,19 @@ def read_truth_file(path: Path) -> list[tuple[str, int]]:
     return truth
 
 
+def check_truth_query(path: Path, query_id: str) -> None:
+    """Refuse a --truth file written for another query (its `query_id`), before anything is
+    released."""
+    written_for = _read_json(path, "--truth").get("query_id")
+    if written_for is not None and written_for != query_id:
+        raise ParameterError(
+            "--truth",
+            str(path),
+            f"the `fleet run --json` output of query {query_id!r}",
+            f"it is the truth of query {written_for!r}",
+        )
+
+
 def truth_by_cell(entries: list[tuple[str, int]], scheme: geo.LocationScheme) -> dict[int, int]:
     return {scheme.parse_cell(cell, "--truth location_id"): count for cell, count in entries}
 

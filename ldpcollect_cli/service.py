@@ -1,4 +1,4 @@
-"""Commands: query create|list|show|advance|close, fleet run, release, demo (and `serve` from
+"""Commands: query create|list|show|advance|close|delete, fleet run, release, demo (and `serve` from
 `serve_command`, the ledger commands from `ledger_command`).
 
 Every command that prints results takes `--json`. gRPC failures print the status code and the
@@ -7,6 +7,7 @@ server's message and exit 1 (no traceback); bad parameters exit 2 naming the par
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -40,6 +41,7 @@ from ldpcollect_cli.service_options import (
     Server,
     TlsCa,
     Token,
+    with_admin,
 )
 from ldpcollect_cli.service_render import (
     print_json,
@@ -142,6 +144,14 @@ def query_create(
             "sampling rate 1); refused otherwise. The ledger records it.",
         ),
     ] = False,
+    accept_box: Annotated[
+        bool,
+        typer.Option(
+            "--accept-box",
+            help="Create the query even when the --bbox looks given longitude first (all "
+            "water, but land read the other way) or lies far from the last CSV fleet's points.",
+        ),
+    ] = False,
     query_id: Annotated[str, typer.Option("--id", help="Query id (server picks if empty).")] = "",
     description: Annotated[
         str, typer.Option("--description", help="Free text shown with the query (its purpose).")
@@ -167,6 +177,8 @@ def query_create(
     def work() -> None:
         mech = _mechanism(mechanism, flip1, flip2, sampling_rate)
         target_list = _targets(scheme, targets, bbox, h3_parent, h3_disk)
+        if bbox is not None:
+            _check_box(bbox, len(target_list), scheme, accept_box)
         sigma = None
         if noise_sigma is not None:
             option = "--noise-sigma"
@@ -228,6 +240,34 @@ def _print_queries(
         secure_query_json(q) if isinstance(q, spb.SecureQuery) else query_json(q) for q in queries
     ]
     print_json(data[0] if single else data)
+
+
+def _check_box(text: str, cells: int, scheme: str, accept: bool) -> None:
+    """Print the box as understood; refuse one that looks given longitude first."""
+    from ldpcollect_cli.box_check import Box, box_problem, describe
+
+    box = Box(*_parse_floats(text, "--bbox", 4))
+    notes = Console(stderr=True)
+    notes.print(describe(box, cells, scheme), soft_wrap=True)
+    reason = box_problem(box)
+    if reason is None:
+        return
+    if accept:
+        notes.print(f"warning: {reason} (creating it anyway: --accept-box)", soft_wrap=True)
+        return
+    raise ParameterError(
+        "--bbox",
+        text,
+        "south,west,north,east (latitude first)",
+        f"it does not look like the box meant: {reason}; nothing was created. "
+        + (
+            f"Given longitude first? Latitude first it reads "
+            f"{box.west:g},{box.south:g},{box.east:g},{box.north:g}. "
+            if box.swapped() is not None
+            else ""
+        )
+        + "--accept-box creates it as given",
+    )
 
 
 def _mechanism(
@@ -351,6 +391,40 @@ for _action in ("show", "advance", "close"):
     query_app.command(_action)(_one(_action))
 
 
+@query_app.command("delete")
+def query_delete(
+    query: QueryId,
+    yes: Annotated[
+        bool, typer.Option("--yes", help="Delete without asking (needed when not at a terminal).")
+    ] = False,
+    server: Server = DEFAULT_SERVER,
+    admin_token: Token = "",
+    tls_ca: TlsCa = None,
+    json_out: Json = False,
+) -> None:
+    """Delete a query that has not been released, with every report it holds (undo a bad run:
+    nothing was released, so nothing is charged). A released query is refused."""
+
+    def work() -> None:
+        if not yes:
+            if not sys.stdin.isatty():
+                raise ParameterError(
+                    "--yes", False, "given to delete without a terminal to confirm at"
+                )
+            typer.confirm(f"Delete query {query} and every report it holds?", abort=True)
+        done = with_admin(server, admin_token, lambda admin: admin.delete(query), tls_ca)
+        if json_out:
+            print_json({"deleted": query_json(done.query), "reports_deleted": done.reports_deleted})
+            return
+        console.print(
+            f"deleted query {query} and its {done.reports_deleted:,} reports; it was never "
+            "released, so nothing was charged to the privacy ledger. The id is free: "
+            f"`ldpcollect query create --id {query} ...` makes it again"
+        )
+
+    guarded(work)
+
+
 # ---------------------------------------------------------------------------------------------
 fleet_app = typer.Typer(
     help="Simulated device fleets through the real gRPC service.", no_args_is_help=True
@@ -378,8 +452,9 @@ def fleet_run(
         Path | None,
         typer.Option(
             "--csv",
-            help="Device locations: lat,lon rows (header optional). The same file and --seed "
-            "are the same devices: running it again on a query is deduplicated, not recounted.",
+            help="Device locations: lat,lon rows (header optional; a device_id column names "
+            "the devices, else each row's content does). The same rows and --seed are the "
+            "same devices: a rerun, or a corrected file, is deduplicated, never recounted.",
         ),
     ] = None,
     seed: Annotated[
@@ -393,8 +468,29 @@ def fleet_run(
     ] = f"{geo.DEFAULT_CENTER[0]},{geo.DEFAULT_CENTER[1]}",
     state: Annotated[
         Path | None,
-        typer.Option("--state", help="Fleet state file (one .npz): reuse draws and report ids."),
+        typer.Option(
+            "--state",
+            help="Fleet state file (one .npz): reuse draws and report ids. A simulated fleet "
+            "on a two-round (SP) query without --advance keeps one in the state folder "
+            "($LDPCOLLECT_STATE_DIR, default ~/.local/state/ldpcollect) by default.",
+        ),
     ] = None,
+    fleet_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--fleet-key",
+            help="The operator's secret that keys a CSV's device names per query (created on "
+            "first use; default fleet.key in the state folder). Copy it to rerun elsewhere.",
+        ),
+    ] = None,
+    send_anyway: Annotated[
+        bool,
+        typer.Option(
+            "--send-anyway",
+            help="Send even when the locations look swapped (lat/lon) or mostly fall outside "
+            "the query's targets; refused by default, before anything is sent.",
+        ),
+    ] = False,
     device_budget: Annotated[
         float | None, typer.Option("--device-budget", help="Each device's local epsilon budget.")
     ] = None,
@@ -461,6 +557,8 @@ def fleet_run(
         helper=helper,
         helper_config=helper_config,
         helper_tls_ca=helper_tls_ca,
+        fleet_key=fleet_key,
+        send_anyway=send_anyway,
     )
     guarded(lambda: run_fleet_command(request, console))
 

@@ -1,7 +1,13 @@
-"""Turn failures into one line on stderr and an exit code: no tracebacks for expected errors."""
+"""Turn failures into one line on stderr and an exit code: no tracebacks for expected errors.
+
+With `--json` on the command line the same error also goes to stdout as one JSON object
+(`{"error": {"code", "message", "exit_code"}}`), so a script reading stdout sees it.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Callable
 
 import grpc
@@ -12,6 +18,7 @@ from rich.text import Text
 from client.retry import error_code, error_details
 from ldpcollect.errors import ParameterError
 from ldpcollect_cli.command_words import in_command_words
+from ldpcollect_cli.connection_errors import explain
 
 stderr = Console(stderr=True)
 
@@ -26,12 +33,11 @@ def guarded(work: Callable[[], None]) -> None:
     except grpc.RpcError as err:
         code = error_code(err)
         name = code.name if code is not None else "UNKNOWN"
-        details = in_command_words(error_details(err))
-        _say(f"{name}: {details}")
-        raise typer.Exit(EXIT_RPC) from None
+        details = error_details(err)
+        message = explain(name, details) or in_command_words(details)
+        _fail(name, message, EXIT_RPC)
     except ParameterError as err:
-        _say(str(err))
-        raise typer.Exit(EXIT_USAGE) from None
+        _fail("INVALID_ARGUMENT", str(err), EXIT_USAGE)
     except Exception as err:
         from client.device import ReportFailed  # loaded already if it was raised
         from client.fleet import FleetError
@@ -41,8 +47,19 @@ def guarded(work: Callable[[], None]) -> None:
         refusals = FleetError | ReportFailed | OSError | UntrustedAggregator | LeaderMisstated
         if not isinstance(err, refusals):
             raise
-        _say(str(err))
-        raise typer.Exit(EXIT_RPC) from None
+        _fail(type(err).__name__, str(err), EXIT_RPC, with_code=False)
+
+
+def _fail(code: str, message: str, exit_code: int, *, with_code: bool = True) -> None:
+    """Say the error (stderr; stdout too as JSON under --json) and exit with `exit_code`.
+    gRPC statuses are named in the line (`UNAVAILABLE: ...`), parameter errors are not."""
+    shown = f"{code}: {message}" if with_code and exit_code == EXIT_RPC else message
+    _say(shown)
+    if "--json" in sys.argv[1:]:
+        error = {"code": code, "message": message, "exit_code": exit_code}
+        sys.stdout.write(json.dumps({"error": error}) + "\n")
+        sys.stdout.flush()
+    raise typer.Exit(exit_code) from None
 
 
 def _say(message: str) -> None:

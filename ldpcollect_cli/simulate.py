@@ -15,7 +15,6 @@ from typing import Annotated
 import numpy as np
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from client.accuracy import (
@@ -123,6 +122,14 @@ def run_with_progress(
     total = total_trials(mechanisms, no_list, trials)
     if not err.is_terminal or (total < PROGRESS_MIN_TRIALS and level == "aggregate"):
         return run_study(mechanisms, yes, no_list, trials, seed, level)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     columns = (
         TextColumn("simulating"),
         BarColumn(),

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,7 +19,18 @@ READY = "ldpcollect aggregator serving on "
 def cli_env(token: str, **extra: str) -> dict[str, str]:
     """This process's environment without LDPCOLLECT_* settings, plus the admin token."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LDPCOLLECT_")}
-    return {**env, "LDPCOLLECT_ADMIN_TOKEN": token, "COLUMNS": "200", **extra}
+    # The CLI's own state (fleet key, default fleet states, the last fleet's points) stays out
+    # of the user's home, one folder per test so that no test sees another's.
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]
+    digest = hashlib.sha256(test.encode()).hexdigest()[:16]
+    state = os.path.join(tempfile.gettempdir(), f"ldpcollect-test-state-{os.getpid()}-{digest}")
+    return {
+        **env,
+        "LDPCOLLECT_ADMIN_TOKEN": token,
+        "LDPCOLLECT_STATE_DIR": state,
+        "COLUMNS": "200",
+        **extra,
+    }
 
 
 def run_cli(

@@ -73,6 +73,11 @@ class Store(Protocol):
 
     async def close_query(self, query_id: str) -> QueryInfo: ...
 
+    async def delete_query(self, query_id: str) -> tuple[QueryInfo, int]:
+        """Delete a query not yet released with its reports (refused once released): the
+        query as it was and the individual reports deleted. Its spent admission tokens are
+        kept, so none of them counts again if the id is used for a new query."""
+
     async def release(self, query_id: str, compute: ReleaseFn) -> ReleaseRecord: ...
 
     async def update_ledger(self, update: LedgerFn) -> str: ...

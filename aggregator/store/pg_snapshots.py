@@ -63,7 +63,8 @@ class ReplicaSnapshots(Snapshots):
             query_id: 0 if s.status == QueryStatus.RELEASED else sum(s.reports_per_round)
             for query_id, s in self._states.items()
         }
-        self.publish(self._states.values(), self._release_records, self._ledger_body, held)
+        gone = [query_id for query_id in self._queries if query_id not in self._states]
+        self.publish(self._states.values(), self._release_records, self._ledger_body, held, gone)
 
     async def _refresh(self, conn: Conn) -> None:
         """Read every query's committed state and publish it (unless a local change

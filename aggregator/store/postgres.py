@@ -289,6 +289,25 @@ class PostgresStore(ReplicaSnapshots):
 
         return self._replace(await self._run(work))
 
+    async def delete_query(self, query_id: str) -> tuple[QueryInfo, int]:
+        async def work(conn: Conn) -> tuple[QueryState, int]:
+            state = await self._locked(conn, query_id)
+            lifecycle.check_deletable(state)
+            cursor = await conn.execute(
+                f"DELETE FROM reports WHERE query_no = {pg_rows.QUERY_NO.format('%s')}",
+                (query_id,),
+            )
+            await conn.execute("DELETE FROM count_shards WHERE query_id = %s", (query_id,))
+            await conn.execute("DELETE FROM queries WHERE query_id = %s", (query_id,))
+            await self._notify(conn, query_id)
+            return state, max(int(cursor.rowcount), 0)
+
+        state, deleted = await self._run(work)
+        self._states.pop(query_id, None)
+        self._generation += 1
+        self._publish()
+        return state.snapshot(), deleted
+
     async def release(self, query_id: str, compute: ReleaseFn) -> ReleaseRecord:
         async def work(conn: Conn) -> tuple[QueryState, ReleaseRecord, str | None]:
             state = await self._locked(conn, query_id)

@@ -32,13 +32,18 @@ class Snapshots:
         releases: Mapping[str, ReleaseRecord],
         ledger: str | None,
         report_counts: Mapping[str, int],
+        gone: Iterable[str] = (),
     ) -> None:
-        """Publish the committed state of `states` (the queries a transaction touched)."""
+        """Publish the committed state of `states` (the queries a transaction touched), and
+        that the queries in `gone` no longer exist (deleted)."""
         queries = dict(self._queries)
         counts = dict(self._counts)
         for state in states:
             queries[state.spec.query_id] = state.snapshot()
             counts[state.spec.query_id] = state.counts.copy()
+        for query_id in gone:
+            queries.pop(query_id, None)
+            counts.pop(query_id, None)
         self._queries = queries
         self._counts = counts
         self._releases = dict(releases)

@@ -268,6 +268,25 @@ class SqliteStore(Snapshots):
         result: QueryInfo = await self._enqueue(run)
         return result
 
+    async def delete_query(self, query_id: str) -> tuple[QueryInfo, int]:
+        def run(changes: PendingChanges) -> tuple[QueryInfo, int]:
+            state = self._state(query_id)
+            lifecycle.check_deletable(state)
+            conn = self._sql()
+            erase_reports(conn, query_id, encrypted=self._held[query_id].cipher is not None)
+            for table in ("report_keys", "query_tokens", "queries"):
+                conn.execute(f"DELETE FROM {table} WHERE query_id = ?", (query_id,))
+            deleted = self._report_counts.pop(query_id, 0)
+            del self._states[query_id]
+            self._held.pop(query_id, None)
+            changes.touched.pop(query_id, None)
+            changes.forgotten.add(query_id)  # a failed commit reads it back from the file
+            changes.deleted.add(query_id)
+            return state.snapshot(), deleted
+
+        result: tuple[QueryInfo, int] = await self._enqueue(run)
+        return result
+
     async def release(self, query_id: str, compute: ReleaseFn) -> ReleaseRecord:
         def run(changes: PendingChanges) -> ReleaseRecord:
             state = self._state(query_id)
@@ -440,12 +459,14 @@ class SqliteStore(Snapshots):
                 changes.touched.update((qid, self._states[qid]) for qid in reread)
             error = storage_error(exc)
             results = [(request.future, error) for request in batch]
+            changes.deleted.clear()
         except Exception:  # a defect: memory may be half-changed, so read everything again
             log.exception("transaction failed; reloading state from %s", self._path)
             self._rollback()
             self._answer_files.close()  # reopened, and cut back, by the reload
             self._load()
             changes.touched = dict(self._states)
+            changes.deleted.clear()
             error = StorageFailure("internal error while storing; nothing was stored; retry")
             results = [(request.future, error) for request in batch]
         else:
@@ -457,7 +478,7 @@ class SqliteStore(Snapshots):
                         self._answer_files.delete(query_id)
                     except OSError as exc:  # its key is gone; the next start deletes it
                         log.warning("could not delete the answer file of %r: %s", query_id, exc)
-        self._publish(changes.touched.values())
+        self._publish(changes.touched.values(), changes.deleted)
         elapsed = time.perf_counter() - started
         if self._observer is not None:
             self._observer.observe_commit(elapsed, len(batch), n_reports, clock.phases())
@@ -577,8 +598,8 @@ class SqliteStore(Snapshots):
         state.held = self._held[state.spec.query_id] = held
         return state
 
-    def _publish(self, states: Iterable[QueryState]) -> None:
-        self.publish(states, self._release_records, self._ledger_body, self._report_counts)
+    def _publish(self, states: Iterable[QueryState], gone: Iterable[str] = ()) -> None:
+        self.publish(states, self._release_records, self._ledger_body, self._report_counts, gone)
 
     def _write_ledger(self, body: str) -> None:
         self._sql().execute(

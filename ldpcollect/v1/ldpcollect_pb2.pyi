@@ -1046,6 +1046,56 @@ class CloseQueryRequest(_message.Message):
 Global___CloseQueryRequest: _TypeAlias = CloseQueryRequest  # noqa: Y015
 
 @_typing.final
+class DeleteQueryRequest(_message.Message):
+    """Undo before release: delete a query that has not been released, with every report it holds.
+    Nothing was released, so nothing is charged to the privacy ledger; a released query is
+    refused (FAILED_PRECONDITION). The query id can then be used again.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUERY_ID_FIELD_NUMBER: _builtins.int
+    query_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        query_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["query_id", b"query_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteQueryRequest: _TypeAlias = DeleteQueryRequest  # noqa: Y015
+
+@_typing.final
+class DeleteQueryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    QUERY_FIELD_NUMBER: _builtins.int
+    REPORTS_DELETED_FIELD_NUMBER: _builtins.int
+    reports_deleted: _builtins.int
+    """Individual reports deleted with it."""
+    @_builtins.property
+    def query(self) -> Global___Query:
+        """The query as it was just before its deletion."""
+
+    def __init__(
+        self,
+        *,
+        query: Global___Query | None = ...,
+        reports_deleted: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["query", b"query"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["query", b"query", "reports_deleted", b"reports_deleted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteQueryResponse: _TypeAlias = DeleteQueryResponse  # noqa: Y015
+
+@_typing.final
 class ReleaseRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -309,6 +309,11 @@ class AdminStub:
                 request_serializer=ldpcollect_dot_v1_dot_ldpcollect__pb2.CloseQueryRequest.SerializeToString,
                 response_deserializer=ldpcollect_dot_v1_dot_ldpcollect__pb2.Query.FromString,
                 _registered_method=True)
+        self.DeleteQuery = channel.unary_unary(
+                '/ldpcollect.v1.Admin/DeleteQuery',
+                request_serializer=ldpcollect_dot_v1_dot_ldpcollect__pb2.DeleteQueryRequest.SerializeToString,
+                response_deserializer=ldpcollect_dot_v1_dot_ldpcollect__pb2.DeleteQueryResponse.FromString,
+                _registered_method=True)
         self.Release = channel.unary_unary(
                 '/ldpcollect.v1.Admin/Release',
                 request_serializer=ldpcollect_dot_v1_dot_ldpcollect__pb2.ReleaseRequest.SerializeToString,
@@ -359,6 +364,12 @@ class AdminServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CloseQuery(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteQuery(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -415,6 +426,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.CloseQuery,
                     request_deserializer=ldpcollect_dot_v1_dot_ldpcollect__pb2.CloseQueryRequest.FromString,
                     response_serializer=ldpcollect_dot_v1_dot_ldpcollect__pb2.Query.SerializeToString,
+            ),
+            'DeleteQuery': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteQuery,
+                    request_deserializer=ldpcollect_dot_v1_dot_ldpcollect__pb2.DeleteQueryRequest.FromString,
+                    response_serializer=ldpcollect_dot_v1_dot_ldpcollect__pb2.DeleteQueryResponse.SerializeToString,
             ),
             'Release': grpc.unary_unary_rpc_method_handler(
                     servicer.Release,
@@ -572,6 +588,33 @@ class Admin:
             '/ldpcollect.v1.Admin/CloseQuery',
             ldpcollect_dot_v1_dot_ldpcollect__pb2.CloseQueryRequest.SerializeToString,
             ldpcollect_dot_v1_dot_ldpcollect__pb2.Query.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteQuery(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ldpcollect.v1.Admin/DeleteQuery',
+            ldpcollect_dot_v1_dot_ldpcollect__pb2.DeleteQueryRequest.SerializeToString,
+            ldpcollect_dot_v1_dot_ldpcollect__pb2.DeleteQueryResponse.FromString,
             options,
             channel_credentials,
             insecure,

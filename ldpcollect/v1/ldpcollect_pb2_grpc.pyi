@@ -109,6 +109,7 @@ class AdminStub:
     GetQuery: _grpc.UnaryUnaryMultiCallable[_ldpcollect_pb2.GetQueryRequest, _ldpcollect_pb2.Query]
     AdvanceRound: _grpc.UnaryUnaryMultiCallable[_ldpcollect_pb2.AdvanceRoundRequest, _ldpcollect_pb2.Query]
     CloseQuery: _grpc.UnaryUnaryMultiCallable[_ldpcollect_pb2.CloseQueryRequest, _ldpcollect_pb2.Query]
+    DeleteQuery: _grpc.UnaryUnaryMultiCallable[_ldpcollect_pb2.DeleteQueryRequest, _ldpcollect_pb2.DeleteQueryResponse]
     Release: _grpc.UnaryUnaryMultiCallable[_ldpcollect_pb2.ReleaseRequest, _ldpcollect_pb2.QueryRelease]
     GetRelease: _grpc.UnaryUnaryMultiCallable[_ldpcollect_pb2.GetReleaseRequest, _ldpcollect_pb2.QueryRelease]
     GetLedger: _grpc.UnaryUnaryMultiCallable[_ldpcollect_pb2.GetLedgerRequest, _ldpcollect_pb2.Ledger]
@@ -122,6 +123,7 @@ class AdminAsyncStub(AdminStub):
     GetQuery: _aio.UnaryUnaryMultiCallable[_ldpcollect_pb2.GetQueryRequest, _ldpcollect_pb2.Query]  # type: ignore[assignment]
     AdvanceRound: _aio.UnaryUnaryMultiCallable[_ldpcollect_pb2.AdvanceRoundRequest, _ldpcollect_pb2.Query]  # type: ignore[assignment]
     CloseQuery: _aio.UnaryUnaryMultiCallable[_ldpcollect_pb2.CloseQueryRequest, _ldpcollect_pb2.Query]  # type: ignore[assignment]
+    DeleteQuery: _aio.UnaryUnaryMultiCallable[_ldpcollect_pb2.DeleteQueryRequest, _ldpcollect_pb2.DeleteQueryResponse]  # type: ignore[assignment]
     Release: _aio.UnaryUnaryMultiCallable[_ldpcollect_pb2.ReleaseRequest, _ldpcollect_pb2.QueryRelease]  # type: ignore[assignment]
     GetRelease: _aio.UnaryUnaryMultiCallable[_ldpcollect_pb2.GetReleaseRequest, _ldpcollect_pb2.QueryRelease]  # type: ignore[assignment]
     GetLedger: _aio.UnaryUnaryMultiCallable[_ldpcollect_pb2.GetLedgerRequest, _ldpcollect_pb2.Ledger]  # type: ignore[assignment]
@@ -162,6 +164,13 @@ class AdminServicer(metaclass=_abc_1.ABCMeta):
         request: _ldpcollect_pb2.CloseQueryRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_ldpcollect_pb2.Query, _abc.Awaitable[_ldpcollect_pb2.Query]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteQuery(
+        self,
+        request: _ldpcollect_pb2.DeleteQueryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ldpcollect_pb2.DeleteQueryResponse, _abc.Awaitable[_ldpcollect_pb2.DeleteQueryResponse]]: ...
 
     @_abc_1.abstractmethod
     def Release(

@@ -419,6 +419,40 @@ class StoreContract:
             assert store.stored_report_count("q") == 2
             assert (await store.release("q", fixed_release)).participants == 2
 
+    async def test_a_query_not_yet_released_is_deleted_with_its_reports(
+        self, tmp_path: Path
+    ) -> None:
+        run = rr_run(0, 5, 6)
+        async with self.opened(tmp_path) as store:
+            await store.create_query(spec("q", RR), 0.0)
+            await store.create_query(spec("other", RR), 1.0)
+            await store.submit(ReportColumns.of(run))
+            info, deleted = await store.delete_query("q")
+            assert info.query_id == "q" and info.completed_devices == 5 and deleted == 5
+            assert store.query("q") is None and await store.current_query("q") is None
+            assert [q.query_id for q in await store.current_queries()] == ["other"]
+            assert store.stored_report_count("q") == 0
+            assert summary(await store.submit(ReportColumns.of(run[:1]))) == (
+                0,
+                0,
+                [(0, NotFound)],
+            )
+            with pytest.raises(NotFound):
+                await store.delete_query("q")
+        async with self.opened(tmp_path) as store:
+            assert store.query("q") is None and store.ledger() is None
+            # The id is free again: the same reports count in the new query, as new.
+            await store.create_query(spec("q", RR), 2.0)
+            got = await store.submit(ReportColumns.of(run))
+            assert summary(got) == (5, 0, [])
+            assert store.stored_report_count("q") == 5
+            await store.close_query("q")
+            await store.release("q", fixed_release)
+            with pytest.raises(FailedPrecondition, match="cannot be undone"):
+                await store.delete_query("q")
+            released = store.query("q")
+            assert released is not None and released.status == QueryStatus.RELEASED
+
     async def test_a_ledger_update_is_durable(self, tmp_path: Path) -> None:
         async with self.opened(tmp_path) as store:
             assert store.ledger() is None

@@ -80,8 +80,21 @@ def test_release_writes_maps_geojson_and_csv_with_hex_ids(
 
     page = files["m.html"].read_text()
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
-    assert page.count("<polygon ") == 49
-    assert not re.search(r"https?:|//[a-z]|<link|\ssrc=|@import", page)  # renders offline
+    # Nothing but basemap tiles is fetched, and those are attributed; the cells, their
+    # colours and the legend are in the page itself.
+    assert not re.search(r"<link|\ssrc=|@import", page)
+    data = json.loads(re.search(r'id="release-data">(.*?)</script>', page, re.S)[1])  # type: ignore[index]
+    assert data["tiles"] and all(
+        re.fullmatch(
+            r"https://[a-d]\.basemaps\.cartocdn\.com/light_all/\d+/\d+/\d+\.png", t["href"]
+        )
+        for t in data["tiles"]
+    )
+    assert "OpenStreetMap</a> contributors &copy; <a" in page and "CARTO</a>" in page
+    estimate = data["layers"]["estimate"]
+    assert len(estimate["fill"]) == 49 and "devices" in estimate["legend"]
+    assert estimate["legend"].count("<text ") == 5  # a labelled ramp, not only its ends
+    assert "from 0" in data["layers"]["95% interval width"]["legend"]
 
     collection = json.loads(files["m.geojson"].read_text())
     assert collection["type"] == "FeatureCollection" and len(collection["features"]) == 49
@@ -104,11 +117,24 @@ def test_release_writes_maps_geojson_and_csv_with_hex_ids(
         assert props["true_count"] == truth[cell]
         assert props["estimate_clip"] == max(props["estimate"], 0)
 
+    includes_zero = [
+        f
+        for f in collection["features"]
+        if f["properties"]["ci_low"] <= 0 <= f["properties"]["ci_high"]
+    ]
+    hatches = re.search(r'<g id="hatches">(.*?)</g>', page, re.S)
+    assert hatches is not None and hatches[1].count("<polygon ") == len(includes_zero)
+    assert page.count("<polygon ") == 49 + len(includes_zero)
+    if includes_zero:
+        assert f"{len(includes_zero)} of 49 cells hatched" in page
+    # Every output alike: written atomically, readable by its owner only.
+    assert {oct(path.stat().st_mode & 0o777) for path in files.values()} == {"0o600"}
+
     with files["m.csv"].open() as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 49
     assert list(rows[0])[:8] == [
-        "location_id", "estimate", "std_error", "ci_low", "ci_high", "participants",
+        "location_id", "estimate", "std_error", "ci_low", "ci_high", "query_participants",
         "center_lat", "center_lon",
     ]  # fmt: skip
     assert [r["location_id"] for r in rows] == [
@@ -141,6 +167,10 @@ def test_bad_release_options_exit_2_and_write_nothing(released: tuple[str, Path]
         (("--postprocess", "round"), "--postprocess must be clip or norm-sub"),
         (("--from-json", str(folder / "fleet.json")), "saved by `ldpcollect release --json`"),
         (("--truth", str(folder / "missing.json")), "--truth must be a readable JSON file"),
+        (
+            ("--truth", str(folder / "fleet.json")),
+            "it is the truth of query 'paris'",  # another query's fleet: refused
+        ),
     ]:
         query = () if "--from-json" in args else ("--query", "untouched")
         done = cli("release", *query, *args, "--geojson", str(target), server=server, ok=False)

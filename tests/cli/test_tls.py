@@ -95,20 +95,55 @@ def test_queries_fleet_device_and_release_over_tls(
     assert budget["budget"]["mode"] == "none"
 
 
-def test_plaintext_and_wrong_ca_clients_are_refused(tls_server: str, tmp_path: Path) -> None:
+def words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_plaintext_and_wrong_ca_clients_are_refused_in_one_line_naming_the_fix(
+    tls_server: str, tmp_path: Path
+) -> None:
     plaintext = cli("query", "list", "--server", tls_server)
     assert plaintext.returncode == 1
-    assert "UNAVAILABLE" in plaintext.stderr and "Traceback" not in plaintext.stderr
+    said = words(plaintext.stderr)
+    assert said == (
+        f"error: UNAVAILABLE: the server at {tls_server} closed the connection, as a TLS "
+        "server does to a plaintext client: give its CA with --tls-ca CA.pem (or "
+        "LDPCOLLECT_TLS_CA)"
+    )
 
     other_ca = make_tls_files(tmp_path, "other").ca
-    wrong = cli("query", "list", "--server", tls_server, "--tls-ca", str(other_ca))
+    wrong = cli("query", "list", "--server", tls_server, "--tls-ca", str(other_ca), "--json")
     assert wrong.returncode == 1
-    assert "UNAVAILABLE" in wrong.stderr and "Traceback" not in wrong.stderr
+    assert f"the certificate of the server at {tls_server} is not signed by the CA in --tls-ca" in (
+        words(wrong.stderr)
+    )
+    error = json.loads(wrong.stdout)["error"]  # --json: the error on stdout too
+    assert error["code"] == "UNAVAILABLE" and error["exit_code"] == 1
+    assert "is not signed by the CA in --tls-ca" in error["message"]
 
+    missing = cli("query", "list", "--server", tls_server, "--tls-ca", str(tmp_path / "no.pem"))
+    assert missing.returncode == 2
+    assert "--tls-ca must be a readable PEM file of CA certificates" in words(missing.stderr)
     not_pem = tmp_path / "not-a-ca.pem"
     not_pem.write_text("hello\n")
     bad = cli("query", "list", "--server", tls_server, "--tls-ca", str(not_pem))
     assert bad.returncode == 2 and "--tls-ca" in bad.stderr
+
+
+def test_no_server_and_a_plaintext_server_named_in_one_line(tmp_path: Path, tls: TlsFiles) -> None:
+    with serving(tmp_path / "plain.db", TOKEN) as served:
+        tls_client = cli("query", "list", "--server", served.address, "--tls-ca", str(tls.ca))
+        assert f"the server at {served.address} does not speak TLS" in words(tls_client.stderr)
+        assert "leave out --tls-ca" in words(tls_client.stderr)
+        address = served.address
+    stopped = cli("query", "list", "--server", address, "--json")
+    assert stopped.returncode == 1
+    assert words(stopped.stderr).startswith(
+        f"error: UNAVAILABLE: no aggregator is listening at {address}: start one "
+        "(`ldpcollect serve`)"
+    )
+    assert "connections to all backends failing" not in stopped.stderr
+    assert json.loads(stopped.stdout)["error"]["code"] == "UNAVAILABLE"
 
 
 def test_serve_refuses_half_or_unreadable_tls_settings(tls: TlsFiles, tmp_path: Path) -> None:

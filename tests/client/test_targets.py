@@ -44,3 +44,17 @@ def test_a_malformed_list_names_the_parameter(bad: str) -> None:
 def test_mixed_address_families_are_refused() -> None:
     with pytest.raises(ParameterError, match="one IP family"):
         channel_target("127.0.0.1:1,[::1]:2")
+
+
+@pytest.mark.parametrize(
+    ("given", "target"),
+    [
+        ("localhost", "localhost:50051"),
+        ("collector.example", "collector.example:50051"),
+        ("[::1]", "[::1]:50051"),
+        ("127.0.0.1:7001", "127.0.0.1:7001"),
+        ("dns:///collector.example:7001", "dns:///collector.example:7001"),
+    ],
+)
+def test_a_lone_host_gets_the_aggregators_port_not_443(given: str, target: str) -> None:
+    assert channel_target(given)[0] == target
