@@ -11,7 +11,6 @@ it already). Permanent errors are returned in the outcome, never hidden.
 from __future__ import annotations
 
 import random
-import secrets
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from client.state import KEY_BYTES, DeviceState, QueryRecord
 from client.tokens import IssuerClient, report_challenge
 from ldpcollect.errors import ParameterError
 from ldpcollect.geo.coords import check_point
+from ldpcollect.randomness import OS_RANDOM, RandomSource
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
 
@@ -89,9 +89,11 @@ class Device:
         on_retry: RetryHook | None = None,
         sleep: Callable[[float], None] = time.sleep,
         issuer: IssuerClient | None = None,
+        random_source: RandomSource = OS_RANDOM,
     ) -> None:
         """`issuer`: where this enrolled device gets admission tokens, for queries that
-        require them (docs/admission.md)."""
+        require them (docs/admission.md). `random_source`: where the draw, pseudonym and
+        report ids come from (the OS CSPRNG; the conformance vectors replay given bytes)."""
         self.lat, self.lon = check_point(lat, lon)
         self.state = DeviceState.open(state_path, budget_epsilon, budget_delta)
         self.retry = retry or RetryPolicy()
@@ -99,6 +101,7 @@ class Device:
         self.on_retry = on_retry
         self._sleep = sleep
         self.issuer = issuer
+        self._random = random_source
 
     def participate(
         self,
@@ -228,7 +231,7 @@ class Device:
             )
         else:
             location = info.locate(self.lat, self.lon)
-            draw = info.mechanism.draw(location, info.targets)
+            draw = info.mechanism.draw(location, info.targets, self._random)
             record = QueryRecord(
                 query_id=info.query_id,
                 fingerprint=info.fingerprint,
@@ -236,8 +239,8 @@ class Device:
                 charge_epsilon=cost.epsilon,
                 charge_delta=cost.delta,
                 location_id=location,
-                pseudonym=secrets.token_bytes(KEY_BYTES),
-                report_ids=tuple(secrets.token_bytes(KEY_BYTES) for _ in range(draw.rounds)),
+                pseudonym=self._random.token_bytes(KEY_BYTES),
+                report_ids=tuple(self._random.token_bytes(KEY_BYTES) for _ in range(draw.rounds)),
                 draw=draw,
                 acked=[False] * draw.rounds,
             )

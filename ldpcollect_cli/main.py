@@ -17,6 +17,7 @@ from ldpcollect_cli import (
     simulate,
     store_command,
     vdaf_command,
+    vectors_command,
 )
 
 app = typer.Typer(
@@ -36,6 +37,7 @@ for module in (
     vdaf_command,
     secure_command,
     issuer_command,
+    vectors_command,
 ):
     module.register(app)
 
