@@ -254,7 +254,7 @@ def compute_secure(inputs: Mapping[str, Any]) -> dict[str, Any]:
             "proof_len": vdaf.flp.proof_len,
             "rand_size": vdaf.rand_size,
         },
-        "measurement": "".join(str(x) for x in meas),
+        "measurement": "".join(str(x) for x in vdaf.flp.encode(meas)),
         "context": ctx.hex(),
         "public_share": public.hex(),
         "leader_input_share": vdaf.encode_input_share(shares[0]).hex(),

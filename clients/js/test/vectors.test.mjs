@@ -1,9 +1,10 @@
 // Every conformance vector (vectors/device/), computed by this client from its inputs alone.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { decode } from '../src/proto.mjs';
+import { decode, encode } from '../src/proto.mjs';
+import { secureQueryInfo, sealDraw } from '../src/secure.mjs';
 import { queryInfo } from '../src/query.mjs';
-import { locate, OUTSIDE } from '../src/geo.mjs';
+import { locate, OUTSIDE, schemeFromText } from '../src/geo.mjs';
 import { draw, unpack } from '../src/mechanisms.mjs';
 import { ScriptedRandom } from '../src/random.mjs';
 import { reportOf, encodeSubmit } from '../src/report.mjs';
@@ -45,5 +46,49 @@ test('every trusted refusal is refused, before anything is drawn', () => {
   assert.ok(cases.length >= 10);
   for (const c of cases) {
     assert.throws(() => queryInfo(decode('Query', Buffer.from(c.query, 'hex'))), Refused, c.name);
+  }
+});
+
+for (const vector of vectors('secure-')) {
+  test(`secure vector ${vector.name}`, async () => {
+    const { inputs, expected } = vector;
+    const query = decode('SecureQuery', Buffer.from(inputs.query, 'hex'));
+    const info = secureQueryInfo(query, Buffer.from(inputs.helper_hpke_config, 'hex'));
+    assert.equal(info.vdaf.chunk, expected.vdaf.chunk_length);
+    assert.equal(info.vdaf.proofLen, expected.vdaf.proof_len);
+    const cell = locate(schemeFromText(inputs.scheme), inputs.location.lat, inputs.location.lon);
+    assert.equal(cell.toString(), expected.cell);
+    const source = new ScriptedRandom(Buffer.from(inputs.random.draw, 'hex'));
+    const answers = draw(info.mechanism, cell, info.targets, source);
+    assert.equal(source.used, expected.draw_bytes_used);
+    assert.deepEqual(answers.map(hex), expected.answers);
+    const sealed = await sealDraw(info, answers, Buffer.from(inputs.random.report_id, 'hex'), {
+      rand: Buffer.from(inputs.random.vdaf_rand, 'hex'),
+      ikm: {
+        leader: Buffer.from(inputs.random.hpke_ikm_e.leader, 'hex'),
+        helper: Buffer.from(inputs.random.hpke_ikm_e.helper, 'hex'),
+      },
+    });
+    assert.equal(sealed.measurement.join(''), expected.measurement);
+    assert.equal(hex(sealed.shares.publicShare), expected.public_share);
+    assert.equal(hex(sealed.shares.leaderShare), expected.leader_input_share);
+    assert.equal(hex(sealed.shares.helperShare), expected.helper_input_share);
+    assert.equal(hex(sealed.leaderInfo), expected.leader_info);
+    assert.equal(hex(sealed.helperInfo), expected.helper_info);
+    assert.equal(hex(sealed.leaderCt), expected.leader_ciphertext);
+    assert.equal(hex(sealed.helperCt), expected.helper_ciphertext);
+    assert.equal(hex(sealed.report), expected.report);
+    const tokens = (expected.tokens ?? []).map((t) => Buffer.from(t.token, 'hex'));
+    const upload = encode('UploadSecureReportsRequest', { reports: [sealed.report], tokens });
+    assert.equal(hex(upload), expected.upload_request);
+  });
+}
+
+test('every secure refusal is refused', () => {
+  const cases = refusals().filter((c) => c.mode === 'secure');
+  assert.ok(cases.length >= 6);
+  for (const c of cases) {
+    const query = decode('SecureQuery', Buffer.from(c.query, 'hex'));
+    assert.throws(() => secureQueryInfo(query, Buffer.from(c.helper_hpke_config, 'hex')), Refused, c.name);
   }
 });
