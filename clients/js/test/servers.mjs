@@ -1,0 +1,68 @@
+// `ldpcollect serve` (trusted, leader, helper) and the Python CLI as child processes, for the
+// live tests. The Python comes from LDPCOLLECT_PYTHON or the repository's .venv.
+import { spawn, execFile } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import grpc from '@grpc/grpc-js';
+import { REPO } from './helpers.mjs';
+
+export const ADMIN = 'js-admin-token';
+export const PEER = 'js-peer-token';
+export const PYTHON = process.env.LDPCOLLECT_PYTHON ?? path.join(REPO, '.venv', 'bin', 'python');
+
+function env() {
+  const out = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('LDPCOLLECT_')) out[k] = v;
+  return { ...out, LDPCOLLECT_ADMIN_TOKEN: ADMIN, LDPCOLLECT_PEER_TOKEN: PEER, COLUMNS: '200' };
+}
+
+/** Start `ldpcollect serve ARGS`; resolves with {address, proc} once it prints its ready line. */
+export function serve(args, readyPrefix = 'ldpcollect aggregator serving on ') {
+  const proc = spawn(PYTHON, ['-m', 'ldpcollect_cli.main', 'serve', ...args], { cwd: REPO, env: env() });
+  let stderr = '';
+  proc.stderr.on('data', (d) => (stderr += d));
+  return new Promise((resolve, reject) => {
+    let buffered = '';
+    const onData = (chunk) => {
+      buffered += chunk;
+      const line = buffered.split('\n').find((l) => l.startsWith(readyPrefix));
+      if (line) {
+        proc.stdout.off('data', onData);
+        proc.stdout.resume();
+        resolve({ address: line.slice(readyPrefix.length).split(' ')[0], proc });
+      }
+    };
+    proc.stdout.on('data', onData);
+    proc.on('exit', (code) => reject(new Error(`serve exited ${code}: ${buffered}${stderr}`)));
+  });
+}
+
+/** SIGTERM and wait for the exit code. */
+export function stop(proc) {
+  return new Promise((resolve) => {
+    if (proc.exitCode !== null) return resolve(proc.exitCode);
+    proc.removeAllListeners('exit');
+    proc.on('exit', (code) => resolve(code));
+    proc.kill('SIGTERM');
+  });
+}
+
+/** Run `ldpcollect ARGS`; resolves with stdout (rejects with stderr on failure). */
+export async function cli(...args) {
+  const { stdout } = await promisify(execFile)(PYTHON, ['-m', 'ldpcollect_cli.main', ...args], {
+    cwd: REPO,
+    env: env(),
+    maxBuffer: 64 << 20,
+    timeout: 300_000,
+  });
+  return stdout;
+}
+
+export const adminMetadata = (token = ADMIN) => {
+  const m = new grpc.Metadata();
+  m.set('authorization', `Bearer ${token}`);
+  return m;
+};
+
+export const tmpdir = (label) => fs.mkdtempSync(path.join(process.env.TMPDIR ?? '/tmp', `ldpcollect-js-${label}-`));
