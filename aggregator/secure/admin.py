@@ -138,9 +138,7 @@ class LeaderAdmin:
         return query_message(query)
 
     async def get(self, query_id: str) -> spb.SecureQuery:
-        query = await asyncio.to_thread(self.store.query, query_id)
-        pending = await asyncio.to_thread(self.store.pending, query_id)
-        return query_message(query, pending.get(query_id, 0))
+        return query_message(*await asyncio.to_thread(self.store.progress, query_id))
 
     async def close(self, query_id: str) -> spb.SecureQuery:
         await asyncio.to_thread(self.store.close_query, query_id)

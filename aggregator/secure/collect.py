@@ -24,10 +24,10 @@ from ldpcollect.v1 import secure_pb2 as spb
 async def collect_shares(
     store: SecureStore, helper: HelperClient, query_id: str
 ) -> spb.CollectSharesResponse:
-    query = await asyncio.to_thread(store.query, query_id)
+    # One snapshot: a job committing between two reads would make `aggregated` stale.
+    query, pending = await asyncio.to_thread(store.progress, query_id)
     if query.state == OPEN:
         raise FailedPrecondition(f"secure query {query_id!r} is open: close it first")
-    pending = (await asyncio.to_thread(store.pending, query_id)).get(query_id, 0)
     if pending:
         raise Unavailable(
             f"{pending} reports are still being aggregated with the helper; retry shortly"

@@ -67,8 +67,7 @@ class SecureCollectorService(spb_grpc.SecureCollectorServicer):
         self, request: spb.GetSecureQueryRequest, context: Context
     ) -> spb.SecureQuery:
         def work() -> spb.SecureQuery:
-            query = self.store.query(request.query_id)
-            return query_message(query, self.store.pending(request.query_id).get(query.query_id, 0))
+            return query_message(*self.store.progress(request.query_id))
 
         return await guarded(context, in_thread(work))
 

@@ -98,12 +98,27 @@ class SecureStore(HelperStore):
     def query(self, query_id: str) -> StoredQuery:
         return self._locked(lambda: self._query(self.db, query_id))
 
-    def queries(self) -> list[StoredQuery]:
-        def work() -> list[StoredQuery]:
-            ids = [r[0] for r in self.db.execute("SELECT query_id FROM secure_queries ORDER BY 1")]
-            return [self._query(self.db, i) for i in ids]
+    def progress(self, query_id: str) -> tuple[StoredQuery, int]:
+        """The query and its count of held reports not yet aggregated or refused, read in one
+        transaction: a job that commits meanwhile is either wholly in both or in neither, so
+        aggregated + refused + pending never drops below what was acknowledged."""
 
-        return self._locked(work)
+        def work(db: sqlite3.Connection) -> tuple[StoredQuery, int]:
+            query = self._query(db, query_id)
+            (pending,) = db.execute(
+                "SELECT COUNT(*) FROM secure_reports WHERE query_id = ? AND outcome IS NULL",
+                (query_id,),
+            ).fetchone()
+            return query, int(pending)
+
+        return self._locked(lambda: self._snapshot(work))
+
+    def queries(self) -> list[StoredQuery]:
+        def work(db: sqlite3.Connection) -> list[StoredQuery]:
+            ids = [r[0] for r in db.execute("SELECT query_id FROM secure_queries ORDER BY 1")]
+            return [self._query(db, i) for i in ids]
+
+        return self._locked(lambda: self._snapshot(work))
 
     def close_query(self, query_id: str) -> StoredQuery:
         def work(db: sqlite3.Connection) -> StoredQuery:

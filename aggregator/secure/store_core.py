@@ -95,6 +95,15 @@ class StoreCore:
         db.execute("COMMIT")
         return result
 
+    def _snapshot(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work`'s reads in one read transaction: one consistent state of the file."""
+        db = self.db
+        db.execute("BEGIN DEFERRED")
+        try:
+            return work(db)
+        finally:
+            db.execute("COMMIT")
+
     @staticmethod
     def _query(db: sqlite3.Connection, query_id: str) -> StoredQuery:
         row = db.execute(
