@@ -17,6 +17,7 @@ from client.device_vectors import (
     LEADER_ORIGIN,
     compute,
     derived,
+    issuer_inputs,
     token_inputs,
 )
 from client.query_info import QueryInfo
@@ -151,6 +152,7 @@ def make_vector(case: Case) -> dict[str, Any]:
             },
         }
         if case.tokens:
+            inputs["issuer"] = issuer_inputs()
             inputs["token"] = token_inputs(case.name, 1)[0]
     else:
         inputs["query"] = trusted_query(case).SerializeToString().hex()
@@ -162,6 +164,7 @@ def make_vector(case: Case) -> dict[str, Any]:
             ],
         }
         if case.tokens:
+            inputs["issuer"] = issuer_inputs()
             inputs["tokens"] = token_inputs(case.name, rounds)
     vector: dict[str, Any] = {
         "format": FORMAT,

@@ -26,6 +26,7 @@ from client.secure_device import MissingConfigs, SecureDevice, report_challenge
 from client.tokens import IssuerKey
 from client.tokens import report_challenge as trusted_challenge
 from ldpcollect import bits
+from ldpcollect.admission.directory import DirectoryKey, IssuerDirectory
 from ldpcollect.admission.token_key import TokenSigningKey
 from ldpcollect.admission.tokens import (
     TokenChallenge,
@@ -137,8 +138,19 @@ def _token(key: IssuerKey, challenge: TokenChallenge, given: Mapping[str, str]) 
     }
 
 
-def _issuer() -> IssuerKey:
-    return IssuerKey(ISSUER_NAME, issuer_key().public)
+def issuer_inputs() -> dict[str, str]:
+    """What a device learns from the issuer's GetDirectory: its name and directory."""
+    directory = IssuerDirectory(
+        f"https://{ISSUER_NAME}/token", (DirectoryKey(issuer_key().public),)
+    )
+    return {"issuer_name": ISSUER_NAME, "directory_json": directory.to_json()}
+
+
+def _issuer(inputs: Mapping[str, Any]) -> IssuerKey:
+    """The issuer key a device takes from the directory (never from an issuance response)."""
+    given = inputs["issuer"]
+    key = IssuerDirectory.from_json(given["directory_json"]).key_at(0)
+    return IssuerKey(given["issuer_name"], key)
 
 
 def compute_trusted(inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -167,7 +179,8 @@ def compute_trusted(inputs: Mapping[str, Any]) -> dict[str, Any]:
     draw_used = len(bytes.fromhex(random["draw"]))
     tokens: list[dict[str, str]] = []
     for round_, given in enumerate(inputs.get("tokens") or [], start=1):
-        minted = _token(_issuer(), trusted_challenge(_issuer(), query, round_), given)
+        issuer = _issuer(inputs)
+        minted = _token(issuer, trusted_challenge(issuer, query, round_), given)
         record.set_token(round_, bytes.fromhex(minted["token"]))
         tokens.append(minted)
     rounds = range(1, record.draw.rounds + 1)
@@ -234,7 +247,8 @@ def compute_secure(inputs: Mapping[str, Any]) -> dict[str, Any]:
     token: dict[str, str] | None = None
     tokens: list[bytes] = []
     if inputs.get("token"):
-        token = _token(_issuer(), report_challenge(_issuer(), query), inputs["token"])
+        issuer = _issuer(inputs)
+        token = _token(issuer, report_challenge(issuer, query), inputs["token"])
         tokens = [bytes.fromhex(token["token"])]
     upload = spb.UploadSecureReportsRequest(reports=[sealed], tokens=tokens)
     n_targets = len(query.targets)

@@ -9,6 +9,7 @@ import { draw, unpack } from '../src/mechanisms.mjs';
 import { ScriptedRandom } from '../src/random.mjs';
 import { reportOf, encodeSubmit } from '../src/report.mjs';
 import { Refused } from '../src/errors.mjs';
+import { challenge, finalizeToken, keyFromDirectory, requestToken, secureContext, trustedContext } from '../src/tokens.mjs';
 import { bitText, hex, refusals, vectors } from './helpers.mjs';
 
 for (const vector of vectors('trusted-')) {
@@ -92,3 +93,36 @@ test('every secure refusal is refused', () => {
     assert.throws(() => secureQueryInfo(query, Buffer.from(c.helper_hpke_config, 'hex')), Refused, c.name);
   }
 });
+
+for (const vector of vectors().filter((v) => v.expected.tokens)) {
+  test(`tokens of ${vector.name}: challenge, blinding and finalizing byte for byte`, () => {
+    const { inputs, expected } = vector;
+    const key = keyFromDirectory(inputs.issuer.directory_json);
+    const givens = inputs.tokens ?? [inputs.token];
+    let query;
+    if (vector.mode === 'secure') query = decode('SecureQuery', Buffer.from(inputs.query, 'hex'));
+    else query = decode('Query', Buffer.from(inputs.query, 'hex'));
+    assert.equal(query.token_issuer, inputs.issuer.issuer_name);
+    givens.forEach((given, i) => {
+      const want = expected.tokens[i];
+      const context =
+        vector.mode === 'secure'
+          ? secureContext(query.query_id, expected.vdaf.kind, Number(query.upload_round))
+          : trustedContext(query.query_id, i + 1);
+      const bytes = challenge(inputs.issuer.issuer_name, context, vector.mode === 'secure' ? query.token_origins : []);
+      assert.equal(hex(bytes), want.challenge);
+      const { request, pending } = requestToken(key, bytes, {
+        nonce: Buffer.from(given.nonce, 'hex'),
+        salt: Buffer.from(given.salt, 'hex'),
+        r: BigInt('0x' + given.blind_r),
+      });
+      assert.equal(hex(key.keyId), want.token_key_id);
+      assert.equal(hex(pending.tokenInput), want.token_input);
+      assert.equal(hex(request), want.token_request);
+      assert.equal(hex(finalizeToken(pending, Buffer.from(want.token_response, 'hex'))), want.token);
+      const forged = Buffer.from(want.token_response, 'hex');
+      forged[100] ^= 1;
+      assert.throws(() => finalizeToken(pending, forged), Refused);
+    });
+  });
+}
