@@ -17,9 +17,10 @@ function env() {
   return { ...out, LDPCOLLECT_ADMIN_TOKEN: ADMIN, LDPCOLLECT_PEER_TOKEN: PEER, COLUMNS: '200' };
 }
 
-/** Start `ldpcollect serve ARGS`; resolves with {address, proc} once it prints its ready line. */
-export function serve(args, readyPrefix = 'ldpcollect aggregator serving on ') {
-  const proc = spawn(PYTHON, ['-m', 'ldpcollect_cli.main', 'serve', ...args], { cwd: REPO, env: env() });
+/** Start `ldpcollect [COMMAND] serve ARGS`; resolves with {address, proc} once it prints its ready line. */
+export function serve(args, readyPrefix = 'ldpcollect aggregator serving on ', command = []) {
+  const words = command.length ? [...command, 'serve'] : ['serve'];
+  const proc = spawn(PYTHON, ['-m', 'ldpcollect_cli.main', ...words, ...args], { cwd: REPO, env: env() });
   let stderr = '';
   proc.stderr.on('data', (d) => (stderr += d));
   return new Promise((resolve, reject) => {
