@@ -118,30 +118,27 @@ export class Device {
       throw err;
     }
     if (!info.open) return outcome('refused', { message: 'the query is not open' });
-    const print = fingerprint(info.mechanism, `${scheme.kind}:${scheme.resolution ?? ''}`, info.targets) + hex(info.leader) + hex(info.helper);
+    const print = fingerprint(info.mechanism, `${scheme.kind}:${scheme.resolution ?? ''}`, info.targets);
+    const keys = hex(info.leader) + hex(info.helper);
     let record = this.state.queries[queryId];
     if (record && record.fingerprint !== print) {
-      return outcome('refused', { message: 'the query changed its public parameters or keys since the draw' });
+      return outcome('refused', { message: 'the query changed its public parameters since the draw' });
     }
     if (!record) {
       const cell = locate(scheme, this.lat, this.lon);
       const answers = draw(info.mechanism, cell, info.targets, this.random);
-      const reportId = this.random.bytes(ID_BYTES);
-      const sealed = await sealDraw(info, answers, reportId);
-      record = {
-        mode: 'secure',
-        fingerprint: print,
-        cell: cell.toString(),
-        answers: answers.map(hex),
-        reportId: hex(reportId),
-        report: hex(sealed.report),
-        token: '',
-        acked: false,
-      };
-      this.state.queries[queryId] = record;
-      this.state.save();
+      record = { mode: 'secure', fingerprint: print, cell: cell.toString(), answers: answers.map(hex), reportId: hex(this.random.bytes(ID_BYTES)), sealedFor: '', report: '', token: '', acked: false };
     }
     if (record.acked) return outcome('already_acknowledged');
+    if (record.sealedFor !== keys) {
+      // First sealing, or the aggregators' keys changed before any upload was stored
+      // (WRONG_CONFIG_ID): the same draw and report id, sealed to the keys in force.
+      const answers = record.answers.map((a) => Buffer.from(a, 'hex'));
+      record.report = hex((await sealDraw(info, answers, Buffer.from(record.reportId, 'hex'))).report);
+      record.sealedFor = keys;
+    }
+    this.state.queries[queryId] = record;
+    this.state.save();
     if (info.requireTokens && !record.token) {
       if (!this.tokens) return outcome('failed', { code: 'UNAUTHENTICATED', message: 'no issuer for a query that requires tokens' });
       record.token = hex(await this.tokens(info, info.uploadRound));
