@@ -178,6 +178,7 @@ def make_vector(case: Case) -> dict[str, Any]:
 
 
 PARIS = (48.8584, 2.2945)
+NYC = (40.7484, -73.9857)
 
 
 def _grid_cell(lat: float, lon: float) -> int:
@@ -200,7 +201,7 @@ def cases() -> list[Case]:
     paris = _grid_cell(*PARIS)
     row, col = divmod(paris, grid.CELLS_PER_SIDE)
     edge_lat, edge_lon = _row_edge_lat(row + 1), _col_edge_lon(col + 1)
-    nyc = h3cells.locate(40.7484, -73.9857, 9)
+    nyc = h3cells.locate(*NYC, 9)
     vertex_cell = h3cells.locate(51.5007, -0.1246, 7)
     vertex = h3cells.boundary(vertex_cell)[0]
     fiji = h3cells.locate(-16.5, 180.0, 5)
@@ -264,8 +265,7 @@ def cases() -> list[Case]:
             "RR on H3 resolution 9, the device's cell and its 6 neighbours",
             rr_spec("0.85", "0.3"),
             h3_scheme(9),
-            40.7484,
-            -73.9857,
+            *NYC,
             list(h3cells.targets_in_disk(nyc, 1)),
         ),
         Case(
@@ -310,8 +310,7 @@ def cases() -> list[Case]:
             "SP 1/2 on H3: two reads rejected, then not selected (rounds equal)",
             sp_spec("0.5"),
             h3_scheme(9),
-            40.7484,
-            -73.9857,
+            *NYC,
             list(h3cells.targets_in_disk(nyc, 1)),
             draw_prefix=not_selected,
             sp_round1=True,
@@ -339,8 +338,7 @@ def cases() -> list[Case]:
             "SP with admission tokens: one per round",
             sp_spec("1/2"),
             h3_scheme(9),
-            40.7484,
-            -73.9857,
+            *NYC,
             list(h3cells.targets_in_disk(nyc, 1)),
             tokens=True,
             draw_prefix=selected,
@@ -360,8 +358,7 @@ def cases() -> list[Case]:
             "two aggregators, RR over 37 H3 cells (chunk length 6)",
             rr_spec("3/4", "1/2"),
             h3_scheme(9),
-            40.7484,
-            -73.9857,
+            *NYC,
             list(h3cells.targets_in_disk(nyc, 3)),
             secure=True,
         ),
@@ -381,8 +378,7 @@ def cases() -> list[Case]:
             "two aggregators, SP pair, not selected",
             sp_spec("1/2"),
             h3_scheme(9),
-            40.7484,
-            -73.9857,
+            *NYC,
             list(h3cells.targets_in_disk(nyc, 1)),
             secure=True,
             draw_prefix=not_selected,

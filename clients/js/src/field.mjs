@@ -8,16 +8,19 @@ export const sub = (a, b) => (a - b + P) % P;
 export const mul = (a, b) => (a * b) % P;
 export const mod = (a) => ((a % P) + P) % P;
 
-export function pow(base, exponent) {
+/** base^exponent mod modulus, square and multiply. */
+export function modPow(base, exponent, modulus) {
   let result = 1n;
-  base %= P;
+  base %= modulus;
   while (exponent > 0n) {
-    if (exponent & 1n) result = (result * base) % P;
-    base = (base * base) % P;
+    if (exponent & 1n) result = (result * base) % modulus;
+    base = (base * base) % modulus;
     exponent >>= 1n;
   }
   return result;
 }
+
+export const pow = (base, exponent) => modPow(base, exponent, P);
 
 export const inv = (a) => pow(a, P - 2n);
 const GENERATOR = pow(7n, 4611686018427387897n);

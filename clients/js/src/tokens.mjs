@@ -4,6 +4,7 @@
 import { constants, createHash, createPublicKey, verify } from 'node:crypto';
 import grpc from '@grpc/grpc-js';
 import { Refused } from './errors.mjs';
+import { modPow } from './field.mjs';
 import { unary } from './retry.mjs';
 
 const TOKEN_TYPE = 2;
@@ -72,17 +73,6 @@ export function rsaPublicNumbers(spki) {
   const n = der(rsaKey, 0);
   const e = der(rsaKey, n.end);
   return { n: toInt(n.body), e: toInt(e.body) };
-}
-
-function modPow(base, exponent, modulus) {
-  let result = 1n;
-  base %= modulus;
-  while (exponent > 0n) {
-    if (exponent & 1n) result = (result * base) % modulus;
-    base = (base * base) % modulus;
-    exponent >>= 1n;
-  }
-  return result;
 }
 
 function modInverse(a, m) {
