@@ -2,8 +2,6 @@
 // and SP fleets shard, seal and upload; the Python CLI releases as the collector and the
 // releases hold the truth. A key substituted by the leader is refused.
 import assert from 'node:assert/strict';
-import { generateKeyPairSync } from 'node:crypto';
-import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import grpc from '@grpc/grpc-js';
@@ -12,7 +10,7 @@ import { v1 } from '../src/proto.mjs';
 import { unary } from '../src/retry.mjs';
 import { SeededRandom } from './helpers.mjs';
 import { checkAgainstTruth, gridBlock, placements } from './fleet.mjs';
-import { PEER, adminMetadata, cli, serve, stop, tmpdir } from './servers.mjs';
+import { PEER, adminMetadata, cli, makeCollectorKey, serve, stop, tmpdir } from './servers.mjs';
 
 const COUNTS = [30, 25, 20, 15, 10, 10, 5, 5, 0];
 const OTHERS = 30;
@@ -23,14 +21,6 @@ let collectorKey;
 let collectorConfig;
 let helperConfig;
 let stubs;
-
-function makeCollectorKey(file) {
-  const { privateKey, publicKey } = generateKeyPairSync('x25519');
-  const raw = (key) => Buffer.from(key.export({ format: 'jwk' })[key.type === 'private' ? 'd' : 'x'], 'base64url');
-  const configId = 0x17;
-  fs.writeFileSync(file, Buffer.concat([Buffer.from([configId]), raw(privateKey)]), { mode: 0o600 });
-  return Buffer.concat([Buffer.from([configId]), raw(publicKey)]);
-}
 
 before(async () => {
   dir = tmpdir('secure');

@@ -1,6 +1,7 @@
 // `ldpcollect serve` (trusted, leader, helper) and the Python CLI as child processes, for the
 // live tests. The Python comes from LDPCOLLECT_PYTHON or the repository's .venv.
 import { spawn, execFile } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -67,3 +68,13 @@ export const adminMetadata = (token = ADMIN) => {
 };
 
 export const tmpdir = (label) => fs.mkdtempSync(path.join(process.env.TMPDIR ?? '/tmp', `ldpcollect-js-${label}-`));
+
+/** The collector's HPKE key file (config id byte || X25519 private key, 0600, as the Python
+ * CLI reads it); returns its config (config id || public key). */
+export function makeCollectorKey(file) {
+  const { privateKey, publicKey } = generateKeyPairSync('x25519');
+  const raw = (key) => Buffer.from(key.export({ format: 'jwk' })[key.type === 'private' ? 'd' : 'x'], 'base64url');
+  const configId = 0x17;
+  fs.writeFileSync(file, Buffer.concat([Buffer.from([configId]), raw(privateKey)]), { mode: 0o600 });
+  return Buffer.concat([Buffer.from([configId]), raw(publicKey)]);
+}
