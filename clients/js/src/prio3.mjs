@@ -57,30 +57,44 @@ function checked(p, x) {
   return [...r1, ...r2, ...r2.map((b, i) => F.sub(b, r1[i])), x[2 * t]];
 }
 
-/** Values at the n-th roots -> values at the 2n-th roots (naive transforms; n is small). */
-function doubled(values) {
-  const n = values.length;
-  const wInv = F.inv(F.root(n));
-  const nInv = F.inv(BigInt(n));
-  const coeffs = [];
-  for (let j = 0; j < n; j++) {
-    let sum = 0n;
-    const step = F.pow(wInv, BigInt(j));
-    let w = 1n;
+const ODD_MATRICES = new Map();
+
+/** The n x n matrix taking a polynomial's values at the n-th roots of unity (degree < n) to
+ * its values at the odd 2n-th roots x_i = w_2n^(2i+1): by the geometric sum, entry (i, k) is
+ * -2 / (n (x_i w_n^-k - 1)), since (x_i w_n^-k)^n = -1. Cached per n. */
+function oddMatrix(n) {
+  let matrix = ODD_MATRICES.get(n);
+  if (!matrix) {
+    const wInv = F.inv(F.root(n));
+    const w2 = F.root(2 * n);
+    const scale = F.mod(-2n * F.inv(BigInt(n)));
+    matrix = [];
+    let x = w2;
+    const w2Squared = F.mul(w2, w2);
     for (let i = 0; i < n; i++) {
-      sum += values[i] * w;
-      w = F.mul(w, step);
+      const row = [];
+      let y = x;
+      for (let k = 0; k < n; k++) {
+        row.push(F.mul(scale, F.inv(F.sub(y, 1n))));
+        y = F.mul(y, wInv);
+      }
+      matrix.push(row);
+      x = F.mul(x, w2Squared);
     }
-    coeffs.push(F.mul(sum % F.P, nInv));
+    ODD_MATRICES.set(n, matrix);
   }
-  const w2 = F.root(2 * n);
+  return matrix;
+}
+
+/** Values at the n-th roots -> values at the 2n-th roots, in order (even: the given ones). */
+function doubled(values) {
+  const matrix = oddMatrix(values.length);
   const out = [];
-  for (let i = 0; i < 2 * n; i++) {
-    const x = F.pow(w2, BigInt(i));
-    let acc = 0n;
-    for (let j = n - 1; j >= 0; j--) acc = (acc * x + coeffs[j]) % F.P;
-    out.push(acc);
-  }
+  matrix.forEach((row, i) => {
+    let sum = 0n;
+    for (let k = 0; k < row.length; k++) sum += row[k] * values[k];
+    out.push(values[i], sum % F.P);
+  });
   return out;
 }
 

@@ -28,8 +28,12 @@ export class Xof {
   nextVec(length) {
     const out = [];
     while (out.length < length) {
-      const x = decodeLittleEndian(this.next(16));
-      if (x < P) out.push(x);
+      // The whole remaining count at once; a rejected element (rare) is topped up in order.
+      const bytes = this.next(16 * (length - out.length));
+      for (let i = 0; i < bytes.length; i += 16) {
+        const x = decodeLittleEndian(bytes.subarray(i, i + 16));
+        if (x < P) out.push(x);
+      }
     }
     return out;
   }
