@@ -115,7 +115,8 @@ test('two aggregators with tokens: a token bound to the query, its kind and both
     assert.equal(refused.code, 'UNAUTHENTICATED');
     // The helper verified the token itself: the report is aggregated, not refused.
     for (let i = 0; ; i++) {
-      const query = await unary(collector, 'GetSecureQuery', { query_id: 'js-secure-tok' });
+      // Progress is the operator's to read (SecureAdmin), not the devices'.
+      const query = await unary(admin, 'GetSecureQuery', { query_id: 'js-secure-tok' }, { metadata: adminMetadata() });
       if (query.pending_reports === '0') {
         assert.equal(query.aggregated_reports, '1');
         assert.equal(query.refused_reports, '0');
