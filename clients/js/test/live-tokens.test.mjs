@@ -11,7 +11,7 @@ import { OS_RANDOM } from '../src/random.mjs';
 import { unary } from '../src/retry.mjs';
 import { IssuerClient } from '../src/tokens.mjs';
 import { gridBlock } from './fleet.mjs';
-import { PEER, adminMetadata, cli, makeCollectorKey, serve, stop, tmpdir } from './servers.mjs';
+import { PEER, adminMetadata, cli, makeCollectorKey, noBudget, serve, stop, tmpdir } from './servers.mjs';
 
 let dir;
 let issuer;
@@ -24,7 +24,7 @@ before(async () => {
   const state = path.join(dir, 'issuer');
   directory = path.join(dir, 'directory.json');
   issuer = await serve(['--state-dir', state, '--listen', '127.0.0.1:0', '-k', '3', '--directory-out', directory], 'ldpcollect issuer serving on ', ['issuer']);
-  server = await serve(['--db', path.join(dir, 'agg.db'), '--listen', '127.0.0.1:0', '--token-directory', directory]);
+  server = await serve(['--db', path.join(dir, 'agg.db'), '--listen', '127.0.0.1:0', '--token-directory', directory, ...(await noBudget())]);
   const credentials = grpc.credentials.createInsecure();
   stubs = { collector: new v1.Collector(server.address, credentials), issuer: new v1.Issuer(issuer.address, credentials) };
 });

@@ -11,7 +11,7 @@ import { v1 } from '../src/proto.mjs';
 import { unary } from '../src/retry.mjs';
 import { SeededRandom } from './helpers.mjs';
 import { checkAgainstTruth, gridBlock, placements, writeTruth } from './fleet.mjs';
-import { cli, serve, stop, tmpdir } from './servers.mjs';
+import { cli, noBudget, serve, stop, tmpdir } from './servers.mjs';
 
 const COUNTS = [40, 30, 25, 20, 15, 10, 10, 5, 0];
 const OTHERS = 45;
@@ -21,7 +21,7 @@ let collector;
 
 before(async () => {
   dir = tmpdir('trusted');
-  server = await serve(['--db', path.join(dir, 'agg.db'), '--listen', '127.0.0.1:0']);
+  server = await serve(['--db', path.join(dir, 'agg.db'), '--listen', '127.0.0.1:0', ...(await noBudget())]);
   collector = new v1.Collector(server.address, grpc.credentials.createInsecure());
 });
 
@@ -125,7 +125,7 @@ test('the server restarts while a device retries: UNAVAILABLE, then accepted wit
     retry: { maxAttempts: 40, initialBackoff: 0.2, maxBackoff: 1.0, multiplier: 2, jitter: 0.2, rpcTimeout: 5 },
     wait: async (seconds) => {
       retries.push(seconds);
-      if (retries.length === 2) server = await serve(['--db', path.join(dir, 'agg.db'), '--listen', address]);
+      if (retries.length === 2) server = await serve(['--db', path.join(dir, 'agg.db'), '--listen', address, ...(await noBudget())]);
       await new Promise((r) => setTimeout(r, seconds * 1000));
     },
   });

@@ -78,3 +78,12 @@ export function makeCollectorKey(file) {
   fs.writeFileSync(file, Buffer.concat([Buffer.from([configId]), raw(privateKey)]), { mode: 0o600 });
   return Buffer.concat([Buffer.from([configId]), raw(publicKey)]);
 }
+
+let budgetFlags;
+
+/** `--no-budget` where this ldpcollect's trusted `serve` requires a budget decision before
+ * releasing (the live tests release without one); nothing where it does not know the option. */
+export async function noBudget() {
+  budgetFlags ??= (await cli('serve', '--help')).includes('--no-budget') ? ['--no-budget'] : [];
+  return budgetFlags;
+}
