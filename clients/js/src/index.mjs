@@ -6,5 +6,5 @@ export { draw, pack, unpack } from './mechanisms.mjs';
 export { queryInfo } from './query.mjs';
 export { OS_RANDOM, ScriptedRandom, bernoulli } from './random.mjs';
 export { DEFAULT_POLICY, nextDelay, pushbackSeconds, withRetry } from './retry.mjs';
-export { sealDraw, secureQueryInfo } from './secure.mjs';
+export { fetchHelperConfig, readPinnedConfig, sealDraw, secureQueryInfo } from './secure.mjs';
 export { v1 } from './proto.mjs';

@@ -5,6 +5,9 @@ import { mechanismFromSpec, unpack, validateTargets } from './mechanisms.mjs';
 import { PAIR, ROUND, encodeMeasurement, params, shard } from './prio3.mjs';
 import { ROLE_HELPER, ROLE_LEADER, inputShareInfo, seal } from './hpke.mjs';
 import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import { v1 } from './proto.mjs';
+import { unary } from './retry.mjs';
 
 const CONFIG_SIZE = 33;
 const CONTEXT = Buffer.from('ldpcollect-secure-v1 ');
@@ -84,4 +87,30 @@ export async function sealDraw(info, answers, reportId, { rand, ikm } = {}) {
     helperCt,
   });
   return { report, shares, leaderInfo, helperInfo, leaderCt, helperCt, measurement: x };
+}
+
+/** The helper's HPKE config from the helper itself (its AggregatorKeys endpoint), checked to
+ * come from a server that says it is the helper. Where the helper has no such endpoint, a
+ * device ships the config its operator publishes (pinned) instead. */
+export async function fetchHelperConfig(address, credentials) {
+  if (!v1.AggregatorKeys) {
+    throw new Refused('this helper serves its key to its leader only: ship the config its operator publishes');
+  }
+  const stub = new v1.AggregatorKeys(address, credentials);
+  try {
+    const answer = await unary(stub, 'GetAggregatorConfig', {});
+    if (answer.role !== 'helper') throw new Refused(`the server at ${address} says it is the ${answer.role || '?'}, not the helper`);
+    if (answer.hpke_config.length !== CONFIG_SIZE) throw new Refused(`the helper's own config is ${answer.hpke_config.length} bytes`);
+    return Buffer.from(answer.hpke_config);
+  } finally {
+    stub.close();
+  }
+}
+
+/** A pinned helper config: the file its operator publishes, one hex line (33 bytes). */
+export function readPinnedConfig(path) {
+  const text = fs.readFileSync(path, 'utf8').trim();
+  const config = /^[0-9a-fA-F]{66}$/.test(text) ? Buffer.from(text, 'hex') : null;
+  if (!config) throw new Refused(`${path} is not an HPKE config (one hex line of 33 bytes)`);
+  return config;
 }

@@ -6,11 +6,12 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import grpc from '@grpc/grpc-js';
 import { Device } from '../src/device.mjs';
+import { fetchHelperConfig } from '../src/secure.mjs';
 import { v1 } from '../src/proto.mjs';
 import { unary } from '../src/retry.mjs';
 import { SeededRandom } from './helpers.mjs';
 import { checkAgainstTruth, gridBlock, placements } from './fleet.mjs';
-import { PEER, adminMetadata, cli, makeCollectorKey, serve, stop, tmpdir } from './servers.mjs';
+import { PEER, adminMetadata, makeCollectorKey, releaseSecure, serve, stop, tmpdir } from './servers.mjs';
 
 const COUNTS = [30, 25, 20, 15, 10, 10, 5, 5, 0];
 const OTHERS = 30;
@@ -37,8 +38,11 @@ before(async () => {
   };
   collectorKey = path.join(dir, 'collector.key');
   collectorConfig = makeCollectorKey(collectorKey);
-  // The helper's operator publishes its config; devices ship it pinned.
-  helperConfig = (await unary(stubs.helper, 'GetHpkeConfig', {}, { metadata: adminMetadata(PEER) })).hpke_config;
+  // Devices take the helper's key from the helper (where it serves devices), or ship the
+  // config its operator publishes (read here as its leader reads it).
+  helperConfig = v1.AggregatorKeys
+    ? await fetchHelperConfig(helper.address, credentials)
+    : (await unary(stubs.helper, 'GetHpkeConfig', {}, { metadata: adminMetadata(PEER) })).hpke_config;
 });
 
 after(async () => {
@@ -66,11 +70,10 @@ async function runFleet(id, label) {
 }
 
 async function release(id) {
-  // `release --secure` takes no --truth yet: the test compares with the truth itself.
-  const args = ['release', '--secure', '--query', id, '--collector-key', collectorKey, '--server', leader.address, '--json'];
-  const out = JSON.parse(await cli(...args));
-  assert.ok(out.views.aggregator && out.views.public);
-  return out.release;
+  // The Python CLI as the collector: close, collect both noised shares, open, debias.
+  const { release: released, views } = await releaseSecure(id, collectorKey, leader.address);
+  assert.ok(views.aggregator && views.public);
+  return released;
 }
 
 test('an RR fleet through two aggregators: the collector release holds the truth', async () => {

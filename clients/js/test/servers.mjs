@@ -87,3 +87,15 @@ export async function noBudget() {
   budgetFlags ??= (await cli('serve', '--help')).includes('--no-budget') ? ['--no-budget'] : [];
   return budgetFlags;
 }
+
+let secureFlag;
+
+/** The Python CLI's release of a secure query as the collector: its estimates and views
+ * (`release --secure` where the command has that flag; the one `release` tells the leader
+ * apart itself otherwise). */
+export async function releaseSecure(queryId, collectorKey, leaderAddress) {
+  secureFlag ??= (await cli('release', '--help')).includes('--secure') ? ['--secure'] : [];
+  const args = ['release', ...secureFlag, '--query', queryId, '--collector-key', collectorKey, '--server', leaderAddress, '--json'];
+  const out = JSON.parse(await cli(...args));
+  return { release: out.release ?? out, views: out.views };
+}
