@@ -8,8 +8,6 @@ from typing import Annotated
 
 import typer
 
-from client.device_vector_files import write_vectors
-
 vectors_app = typer.Typer(
     help="Conformance vectors for implementations in other languages.", no_args_is_help=True
 )
@@ -23,6 +21,8 @@ def device(
 ) -> None:
     """Write one JSON file per device case (inputs: location, query bytes, every random byte,
     keys; outputs: cell, draw, answers per round, report bytes) and refusals.json."""
+    from client.device_vector_files import write_vectors  # loaded only by this command
+
     written = write_vectors(out)
     typer.echo(f"wrote {len(written)} files to {out}")
 
