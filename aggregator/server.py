@@ -24,9 +24,11 @@ from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 from grpc_reflection.v1alpha import reflection
 
 from aggregator.config import AggregatorConfig
+from aggregator.edge import EdgeGate, server_options
 from aggregator.metrics import AggregatorMetrics
 from aggregator.redemption import Redeemer, TokenKeys
 from aggregator.release import release_function
+from aggregator.role_limits import trusted_limits
 from aggregator.rpc_handlers import add_services
 from aggregator.service import AdminService, CollectorService
 from aggregator.store.base import Store
@@ -56,20 +58,6 @@ def _read_pem(path: str | Path, what: str, marker: bytes) -> bytes:
     if marker not in data:
         raise OSError(f"the TLS {what} {path} is not PEM (no '{marker.decode()}' block)")
     return data
-
-
-# Per-connection limits gRPC enforces itself. Streams over the HTTP/2 limit are refused with
-# REFUSED_STREAM (the client sees UNAVAILABLE: never processed, safe to retry); keepalive pings
-# find dead peers, and a client pinging more often than every 10 s without calls is told to calm
-# down (GOAWAY) rather than costing the server CPU; an idle connection is closed after 5 min.
-CONNECTION_LIMITS: tuple[tuple[str, int], ...] = (
-    ("grpc.max_concurrent_streams", 1_000),
-    ("grpc.keepalive_time_ms", 60_000),
-    ("grpc.keepalive_timeout_ms", 20_000),
-    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
-    ("grpc.http2.max_ping_strikes", 2),
-    ("grpc.max_connection_idle_ms", 300_000),
-)
 
 
 def ensure_port_free(listen: str) -> None:
@@ -165,15 +153,10 @@ class AggregatorServer:
         self._redeemer = Redeemer(self.store, keys, self.config.token_verify_processes)
         redeemer = self._redeemer
         await self.store.open()
-        options = [
-            # Without this, gRPC on Linux sets SO_REUSEPORT and a second server on the same
-            # port starts silently and takes part of the traffic: refuse to bind instead.
-            ("grpc.so_reuseport", 0),
-            *CONNECTION_LIMITS,
-            ("grpc.max_receive_message_length", self.config.max_message_bytes),
-            ("grpc.max_send_message_length", max(self.config.max_message_bytes, 4 << 20)),
-        ]
-        server = grpc.aio.server(options=options)
+        limits = trusted_limits(self.config.max_message_bytes)
+        server = grpc.aio.server(
+            options=server_options(limits, max(self.config.max_message_bytes, 4 << 20))
+        )
         add_services(
             server,
             CollectorService(
@@ -187,6 +170,7 @@ class AggregatorServer:
             AdminService(
                 self.store, self.config.admin_token, release_function(), redeemer=redeemer
             ),
+            EdgeGate(limits),
         )
         self._health = AsyncHealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)

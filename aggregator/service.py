@@ -44,6 +44,7 @@ from ldpcollect.wire import (
     mechanism_from_proto,
     noise_sigma_from_proto,
     scheme_from_proto,
+    validate_description,
     validate_query_id,
 )
 
@@ -487,7 +488,7 @@ class AdminService(pb_grpc.AdminServicer):
             raise ParameterError("min_reports", request.min_reports, "[1, 2**63)")
         return QuerySpec(
             query_id=query_id,
-            description=request.description,
+            description=validate_description(request.description),
             mechanism=mechanism,
             scheme=scheme.describe(),
             targets=targets,

@@ -6,6 +6,11 @@ Each scenario starts its own aggregator process (`ldpcollect serve` on a tempora
 - `unary-N`: N SubmitReport calls started at the same moment (spread over 8 channels), each
   with a 30 s deadline. Prints the rate, latency percentiles, the statuses by code and how
   many carried a retry hint (`grpc-retry-pushback-ms`).
+- `sustained-N`: N callers each calling SubmitReport back to back for `--seconds` (a refused
+  call waits 20 ms and moves on to its next report). Before the edge's fix, 2,000 callers
+  for 10 s got 30-38% CANCELLED (gRPC's queue of calls not yet taken by the server overflowing)
+  or, with 1,000 streams per connection, UNAVAILABLE without a hint; now every refusal is
+  RESOURCE_EXHAUSTED with a hint (docs/design.md, "Every role's edge").
 - `idle-S`: S StreamReports calls that send one report and then nothing, held open for
   `--hold` seconds: how many the server ended (and with which status) and how many it kept.
 
@@ -13,7 +18,8 @@ After every scenario the aggregator's count must equal the acknowledged reports.
 the server's VmHWM. Bounded in count and time: every call has a deadline, and the process is
 stopped at the end.
 
-    python -m bench.overload [--unary 500,2000] [--idle 3000] [--hold 8] [--json]
+    python -m bench.overload [--unary 500,2000] [--sustained 2000] [--seconds 10] [--idle 3000]
+        [--hold 8] [--json]
 """
 
 from __future__ import annotations
@@ -144,6 +150,45 @@ async def unary_storm(target: str, n: int) -> tuple[Counter[str], int, int, list
     return statuses, pushback, acknowledged, latencies, seconds
 
 
+async def sustained_storm(
+    target: str, n: int, seconds: float
+) -> tuple[Counter[str], int, int, list[float], float]:
+    """n callers looping SubmitReport for `seconds`, each report sent once."""
+    reports = build_reports(QUERY, TARGETS, 200_000, seed=3 * n)
+    channels = [grpc.aio.insecure_channel(target) for _ in range(CHANNELS)]
+    stubs = [pb_grpc.CollectorStub(c) for c in channels]
+    await asyncio.gather(*(c.channel_ready() for c in channels))
+    statuses: Counter[str] = Counter()
+    latencies: list[float] = []
+    pushback = acknowledged = 0
+    numbers = iter(range(len(reports)))
+    started = time.perf_counter()
+    deadline = started + seconds
+
+    async def caller(k: int) -> None:
+        nonlocal pushback, acknowledged
+        for i in numbers:
+            if time.perf_counter() > deadline:
+                return
+            began = time.perf_counter()
+            try:
+                reply = await stubs[k % CHANNELS].SubmitReport(
+                    pb.SubmitReportRequest(report=reports[i]), timeout=30
+                )
+                statuses["OK"] += 1
+                acknowledged += not reply.ack.duplicate
+            except grpc.aio.AioRpcError as err:
+                statuses[err.code().name] += 1
+                pushback += _pushback(err)
+                await asyncio.sleep(0.02)
+            latencies.append((time.perf_counter() - began) * 1000)
+
+    await asyncio.gather(*(caller(k) for k in range(n)))
+    elapsed = time.perf_counter() - started
+    await asyncio.gather(*(c.close(None) for c in channels))
+    return statuses, pushback, acknowledged, latencies, elapsed
+
+
 async def idle_streams(
     target: str, n: int, hold: float
 ) -> tuple[Counter[str], int, int, int, float]:
@@ -184,11 +229,17 @@ async def idle_streams(
     return statuses, pushback, acknowledged, still_open, seconds
 
 
-async def scenario(kind: str, n: int, hold: float, serve_args: list[str]) -> Outcome:
+async def scenario(
+    kind: str, n: int, hold: float, serve_args: list[str], duration: float = 10.0
+) -> Outcome:
     with aggregator(serve_args) as (target, pid):
         await create_query(target, QUERY, TARGETS)
         if kind == "unary":
             statuses, pushback, acked, latencies, seconds = await unary_storm(target, n)
+            still_open = 0
+        elif kind == "sustained":
+            storm = await sustained_storm(target, n, duration)
+            statuses, pushback, acked, latencies, seconds = storm
             still_open = 0
         else:
             statuses, pushback, acked, still_open, seconds = await idle_streams(target, n, hold)
@@ -218,6 +269,8 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--unary", default="500,2000", help="concurrent unary calls per wave")
+    parser.add_argument("--sustained", default="", help="callers looping SubmitReport")
+    parser.add_argument("--seconds", type=float, default=10.0, help="how long they loop")
     parser.add_argument("--idle", default="3000", help="idle streams to hold open")
     parser.add_argument("--hold", type=float, default=8.0, help="seconds to hold idle streams")
     parser.add_argument(
@@ -229,10 +282,12 @@ def main() -> None:
     args = parser.parse_args()
     serve_args = args.serve_args.split()
     outcomes: list[Outcome] = []
-    plan = [("unary", n) for n in _ints(args.unary)] + [("idle", n) for n in _ints(args.idle)]
+    plan = [("unary", n) for n in _ints(args.unary)]
+    plan += [("sustained", n) for n in _ints(args.sustained)]
+    plan += [("idle", n) for n in _ints(args.idle)]
     for kind, n in plan:
         console.print(f"[dim]{kind} {n} ...[/dim]")
-        outcomes.append(asyncio.run(scenario(kind, n, args.hold, serve_args)))
+        outcomes.append(asyncio.run(scenario(kind, n, args.hold, serve_args, args.seconds)))
     if args.json:
         print(json.dumps([asdict(o) | {"lost": o.lost} for o in outcomes], indent=2))
         return

@@ -41,10 +41,10 @@ def path_rate(mechanism: str, n: int, issuer: Issuer | None, directory: Path | N
     with secure_deployment("bench-secure-tokens-", directory) as run:
         channel = run.channel
         created = create_secure_query(
-            channel, run.admin_token, run.collector, mech, targets, 1, require_tokens=bool(issuer)
+            channel, run.admin_token, run.collector, mech, targets, 100, require_tokens=bool(issuer)
         )
         query = fetch_query(channel, created.query_id)
-        bodies = _sealed(query, targets, n)
+        bodies = _sealed(query, run.helper, targets, n)
         tokens: list[bytes] = []
         if issuer is not None:
             challenge = report_challenge(IssuerKey(ISSUER_NAME, issuer.public_key), query)
@@ -57,7 +57,7 @@ def path_rate(mechanism: str, n: int, issuer: Issuer | None, directory: Path | N
             part = tokens[i : i + BATCH]
             done = upload(channel, bodies[i : i + BATCH], tokens=part)
             assert not done.rejected, done.rejected[0].message
-        state = wait_aggregated(channel, query.query_id, n)
+        state = wait_aggregated(channel, run.admin_token, query.query_id, n)
         seconds = time.perf_counter() - start
         assert state.refused_reports == 0
     return n / seconds

@@ -9,12 +9,13 @@ from client.device_vector_cases import GRID, PARIS, Case, h3_scheme, rr_spec, se
 from client.device_vectors import (
     HELPER_KEY,
     REFUSALS_FORMAT,
-    check_pinned_helper,
     hpke_key,
 )
 from client.query_info import QueryInfo
-from client.secure_device import MissingConfigs, SecureDevice
+from client.secure_device import SecureDevice
+from client.secure_keys import UntrustedAggregator
 from ldpcollect.errors import ParameterError
+from ldpcollect.secure.sealing import HpkeConfig, SealingError
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2 as spb
 
@@ -116,9 +117,9 @@ def secure_refusals() -> list[tuple[str, str, bytes, bytes]]:
         ),
         (
             "helper-config-malformed",
-            "a config is 33 bytes",
+            "the leader's copy of the helper's config is not 33 bytes",
             q(helper_hpke_config=pinned[:32]),
-            pinned[:32],
+            pinned,
         ),
         ("same-key-twice", "leader and helper share one key", q(leader_hpke_config=pinned), pinned),
         (
@@ -149,11 +150,10 @@ def refused(mode: str, query: bytes, helper_config: bytes | None = None) -> str 
         if mode == "secure":
             secure = spb.SecureQuery.FromString(query)
             assert helper_config is not None
-            check_pinned_helper(secure, helper_config)
-            SecureDevice(secure)
+            SecureDevice(secure, HpkeConfig.decode(helper_config))
         else:
             QueryInfo.from_proto(pb.Query.FromString(query))
-    except (ParameterError, MissingConfigs) as error:
+    except (ParameterError, UntrustedAggregator, SealingError) as error:
         return str(error)
     return None
 

@@ -22,7 +22,7 @@ from typing import Any
 from client.device import Device
 from client.device_vector_keys import ISSUER_TEST_KEY_PEM
 from client.query_info import QueryInfo
-from client.secure_device import MissingConfigs, SecureDevice, report_challenge
+from client.secure_device import SecureDevice, report_challenge
 from client.tokens import IssuerKey
 from client.tokens import report_challenge as trusted_challenge
 from ldpcollect import bits
@@ -42,6 +42,7 @@ from ldpcollect.secure.query_vdaf import measurement, query_vdaf
 from ldpcollect.secure.sealing import (
     ROLE_HELPER,
     ROLE_LEADER,
+    HpkeConfig,
     HpkeKeyPair,
     input_share_info,
 )
@@ -204,20 +205,12 @@ def compute_trusted(inputs: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def check_pinned_helper(query: spb.SecureQuery, pinned: bytes) -> None:
-    """A device takes the helper's key from the helper (or a file its operator pinned), never
-    from the leader alone: refuse when the leader's copy differs."""
-    if query.helper_hpke_config != pinned:
-        raise MissingConfigs(
-            "the helper HPKE config in the query is not the helper's own: refusing to upload"
-        )
-
-
 def compute_secure(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """What a secure-mode device computes, through `client.secure_device`."""
     query = spb.SecureQuery.FromString(bytes.fromhex(inputs["query"]))
-    check_pinned_helper(query, bytes.fromhex(inputs["helper_hpke_config"]))
-    device = SecureDevice(query)
+    # The helper's key comes from the helper (or its published copy), never only from the
+    # leader: the SDK refuses a query whose copy differs.
+    device = SecureDevice(query, HpkeConfig.decode(bytes.fromhex(inputs["helper_hpke_config"])))
     random = inputs["random"]
     scheme = scheme_from_text(inputs["scheme"])
     lat, lon = inputs["location"]["lat"], inputs["location"]["lon"]

@@ -2,7 +2,10 @@
 collector's HPKE config, and release it: close, collect both aggregators' noised and sealed
 aggregate shares through the leader, open them with the collector's key, add them up and
 debias with the mechanism's own estimator (standard errors include both aggregators'
-noise)."""
+noise). Each share opens only under what its aggregator bound it to (the query's parameters
+as that aggregator holds them, its report count and its noise: `share_binding`), taken here
+from the leader's answer: a leader that misstates any of them is detected and named
+(`LeaderMisstated`)."""
 
 from __future__ import annotations
 
@@ -17,7 +20,15 @@ import numpy as np
 from ldpcollect.accounting.discrete_gaussian import discrete_gaussian_variance
 from ldpcollect.mechanisms import Estimates, Mechanism
 from ldpcollect.secure.query_vdaf import query_vdaf, round_counts, vdaf_kind
-from ldpcollect.secure.sealing import ROLE_HELPER, ROLE_LEADER, HpkeKeyPair, open_aggregate_share
+from ldpcollect.secure.sealing import (
+    ROLE_HELPER,
+    ROLE_LEADER,
+    ROLES,
+    HpkeKeyPair,
+    SealingError,
+    open_aggregate_share,
+)
+from ldpcollect.secure.share_binding import ShareBinding, mechanism_text
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
@@ -72,25 +83,88 @@ def signed(value: int, modulus: int) -> int:
     return value - modulus if value > modulus // 2 else value
 
 
-def open_release(collector: HpkeKeyPair, answer: spb.CollectSharesResponse) -> SecureRelease:
-    """Open both shares, unshard, debias. Raises SealingError when a share does not open."""
+class LeaderMisstated(SealingError):
+    """An aggregate share does not open under what the leader says it is bound to: the
+    leader lies about the query, the report count or the noise (or tampered the share)."""
+
+
+def share_binding(
+    query: spb.SecureQuery, reports: int, sigma: str, kind: str, mechanism: Mechanism
+) -> ShareBinding:
+    return ShareBinding(
+        query.query_id,
+        query.upload_round,
+        kind,
+        len(query.targets),
+        query.min_reports,
+        mechanism_text(mechanism.name, mechanism.params()),
+        reports,
+        sigma,
+    )
+
+
+def _noise_variance(*sigmas: str) -> float:
+    return sum(
+        discrete_gaussian_variance(Fraction(s) * Fraction(s)) for s in sigmas if s and Fraction(s)
+    )
+
+
+def check_expected(answer: spb.CollectSharesResponse, expected: spb.SecureQuery) -> None:
+    """LeaderMisstated unless the leader's statement of the query is what the collector
+    created (mechanism, targets, minimum batch, noise)."""
+    stated, wanted = answer.query, expected
+    for name in ("query_id", "mechanism", "targets", "min_reports", "noise_sigma"):
+        if getattr(stated, name) != getattr(wanted, name):
+            raise LeaderMisstated(
+                f"the leader states the query's {name} as {getattr(stated, name)!r}, the "
+                f"collector created it with {getattr(wanted, name)!r}: not trusting this release"
+            )
+
+
+def open_release(
+    collector: HpkeKeyPair,
+    answer: spb.CollectSharesResponse,
+    expected: spb.SecureQuery | None = None,
+) -> SecureRelease:
+    """Open both shares, unshard, debias. LeaderMisstated when a share does not open under
+    the leader's statement of the query, count and noise (or it differs from `expected`,
+    the query as the collector created it)."""
     query = answer.query
+    if expected is not None:
+        check_expected(answer, expected)
     mechanism = mechanism_from_proto(query.mechanism)
     kind = vdaf_kind(mechanism.name)
     vdaf = query_vdaf(kind, len(query.targets))
-    shares = [
-        vdaf.decode_agg_share(
-            open_aggregate_share(collector, role, query.query_id, query.upload_round, sealed)
-        )
-        for role, sealed in ((ROLE_LEADER, answer.leader_share), (ROLE_HELPER, answer.helper_share))
-    ]
+    promised = Fraction(query.noise_sigma) if query.noise_sigma else Fraction(0)
+    for who, sigma in (
+        ("leader", answer.leader_noise_sigma),
+        ("helper", answer.helper_noise_sigma),
+    ):
+        if (Fraction(sigma) if sigma else Fraction(0)) < promised:
+            raise LeaderMisstated(
+                f"the {who} added noise sigma {sigma or 'none'}, less than the query's "
+                f"{query.noise_sigma}: not trusting this release"
+            )
+    shares = []
+    for role, sealed, sigma in (  # the helper's first: it is what a lying leader cannot forge
+        (ROLE_HELPER, answer.helper_share, answer.helper_noise_sigma),
+        (ROLE_LEADER, answer.leader_share, answer.leader_noise_sigma),
+    ):
+        binding = share_binding(query, int(answer.reports), sigma, kind, mechanism)
+        try:
+            opened = open_aggregate_share(collector, role, binding, sealed)
+        except SealingError as error:
+            raise LeaderMisstated(
+                f"the {ROLES[role]}'s aggregate share does not open for {binding.describe()}, "
+                f"as the leader states them ({error}): the leader misstates the query's "
+                "parameters, the report count or the noise, or the share was altered; not "
+                "trusting this release"
+            ) from None
+        shares.append(vdaf.decode_agg_share(opened))
     modulus = vdaf.field.modulus
     counts = [signed(x, modulus) for x in vdaf.merge(shares)]
     rows = round_counts(kind, counts, len(query.targets))
-    variance = 0.0
-    if query.noise_sigma:
-        sigma = Fraction(query.noise_sigma)
-        variance = 2 * discrete_gaussian_variance(sigma * sigma)
+    variance = _noise_variance(answer.leader_noise_sigma, answer.helper_noise_sigma)
     estimates = mechanism.estimate(
         np.asarray(rows, dtype=np.int64), int(answer.reports), count_noise_variance=variance
     )
@@ -105,8 +179,10 @@ def release_secure_query(
     collector: HpkeKeyPair,
     query_id: str,
     wait_s: float = 300.0,
+    expected: spb.SecureQuery | None = None,
 ) -> SecureRelease:
-    """Close, wait up to `wait_s` for held reports to be aggregated, collect, open."""
+    """Close, wait up to `wait_s` for held reports to be aggregated, collect, open (checked
+    against `expected`, the query as created, when given)."""
     stub = spb_grpc.SecureAdminStub(channel)
     closed = stub.CloseSecureQuery(
         spb.CloseSecureQueryRequest(query_id=query_id), metadata=_auth(token), timeout=60
@@ -120,4 +196,4 @@ def release_secure_query(
     answer = stub.CollectShares(
         spb.CollectSharesRequest(query_id=query_id), metadata=_auth(token), timeout=120
     )
-    return open_release(collector, answer)
+    return open_release(collector, answer, expected)

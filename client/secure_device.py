@@ -1,5 +1,7 @@
-"""A device in secure mode: read the query with both aggregators' HPKE configs (refusing a
-query without them), run the mechanism locally exactly as in the trusted mode, shard the
+"""A device in secure mode: read the query from the leader and the helper's HPKE config from
+the helper (or its operator's pinned copy: `client.secure_keys`), refusing a query whose
+leader config is missing or whose copy of the helper's key is not the helper's own; run the
+mechanism locally exactly as in the trusted mode, shard the
 answers with the query's VDAF, seal each share to its aggregator, and upload once, to the
 leader. For a query that requires admission tokens, each report goes with a token whose
 challenge is the query's (`report_challenge`), fetched from the issuer with the trusted mode's
@@ -12,6 +14,7 @@ from collections.abc import Sequence
 
 import grpc
 
+from client.secure_keys import UntrustedAggregator, check_helper_copy
 from client.tokens import IssuerClient, IssuerKey, check_issuer
 from ldpcollect.admission.query_challenge import secure_query_challenge
 from ldpcollect.admission.tokens import TokenChallenge
@@ -26,34 +29,38 @@ from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
 from ldpcollect.wire import mechanism_from_proto
 
 
-class MissingConfigs(ValueError):
+class MissingConfigs(UntrustedAggregator, ValueError):
     """The query lacks an aggregator's HPKE config: a device must not upload to it."""
 
 
-def aggregator_configs(query: spb.SecureQuery) -> tuple[HpkeConfig, HpkeConfig]:
-    """The leader's and helper's configs, or MissingConfigs naming what is wrong."""
-    configs = []
-    for role, encoded in (
-        ("leader", query.leader_hpke_config),
-        ("helper", query.helper_hpke_config),
-    ):
-        if not encoded:
-            raise MissingConfigs(f"the query has no {role} HPKE config: refusing to upload")
-        try:
-            configs.append(HpkeConfig.decode(encoded))
-        except SealingError as error:
-            raise MissingConfigs(f"the {role} HPKE config is malformed: {error}") from None
-    if configs[0].public_key == configs[1].public_key:
+def aggregator_configs(
+    query: spb.SecureQuery, helper_config: HpkeConfig
+) -> tuple[HpkeConfig, HpkeConfig]:
+    """The leader's config (from the leader's `query`) and the helper's (`helper_config`,
+    taken from the helper), once the leader's copy of the helper's is checked against it;
+    MissingConfigs or UntrustedAggregator naming what is wrong."""
+    if not query.leader_hpke_config:
+        raise MissingConfigs("the query has no leader HPKE config: refusing to upload")
+    try:
+        leader = HpkeConfig.decode(query.leader_hpke_config)
+    except SealingError as error:
+        raise MissingConfigs(f"the leader HPKE config is malformed: {error}") from None
+    if not query.helper_hpke_config:
+        raise MissingConfigs("the query has no helper HPKE config: refusing to upload")
+    check_helper_copy(query.helper_hpke_config, helper_config)
+    if leader.public_key == helper_config.public_key:
         raise MissingConfigs("leader and helper share one key: not two aggregators")
-    return configs[0], configs[1]
+    return leader, helper_config
 
 
 class SecureDevice:
-    """Seals reports for one secure query (checked once, at construction)."""
+    """Seals reports for one secure query (checked once, at construction). The trust
+    boundary is in the signature: the query (and the leader's key) comes from the leader,
+    the helper's key from the helper."""
 
-    def __init__(self, query: spb.SecureQuery) -> None:
+    def __init__(self, query: spb.SecureQuery, helper_config: HpkeConfig) -> None:
         self.query = query
-        self.leader, self.helper = aggregator_configs(query)
+        self.leader, self.helper = aggregator_configs(query, helper_config)
         self.mechanism: Mechanism = mechanism_from_proto(query.mechanism)
         self.kind = vdaf_kind(self.mechanism.name)
         self.vdaf = query_vdaf(self.kind, len(query.targets))

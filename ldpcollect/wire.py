@@ -130,6 +130,21 @@ def noise_sigma_to_proto(sigma: Fraction | None) -> pb.ReleaseNoise:
     return pb.ReleaseNoise(sigma="" if sigma is None else str(sigma))
 
 
+# A query's description is free text for people: bounded, so it cannot carry bulk data into
+# every listing and release record.
+MAX_DESCRIPTION_CHARS = 2_000
+
+
+def validate_description(description: str) -> str:
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        raise ParameterError(
+            "description",
+            f"{len(description)} characters",
+            f"at most {MAX_DESCRIPTION_CHARS} characters",
+        )
+    return description
+
+
 def validate_query_id(query_id: str) -> str:
     if not QUERY_ID_PATTERN.fullmatch(query_id):
         raise ParameterError("query_id", query_id, "[A-Za-z0-9_.-]{1,64}")

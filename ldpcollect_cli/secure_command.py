@@ -36,6 +36,25 @@ CollectorKey = Annotated[
     ),
 ]
 QueryId = Annotated[str, typer.Option("--query", "-q", help="Secure query id.")]
+HelperAddress = Annotated[
+    str | None,
+    typer.Option(
+        "--helper",
+        help="The helper's HOST:PORT: devices fetch its HPKE key from it (never only from the "
+        "leader) and refuse to upload when the leader's copy differs.",
+    ),
+]
+HelperConfigFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--helper-config",
+        help="Instead of --helper: the helper's config as its operator publishes it "
+        "(DB.hpke-helper.config, one hex line), pinned.",
+    ),
+]
+HelperTlsCa = Annotated[
+    Path | None, typer.Option("--helper-tls-ca", help="PEM CA to verify a TLS helper.")
+]
 
 
 def _need(token: str) -> str:
@@ -125,8 +144,13 @@ def simulate(
     device_prefix: DevicePrefix = "sim",
     server: Server = "127.0.0.1:50051",
     tls_ca: TlsCa = None,
+    helper: HelperAddress = None,
+    helper_config: HelperConfigFile = None,
+    helper_tls_ca: HelperTlsCa = None,
 ) -> None:
-    """Simulated devices at random targets (or elsewhere) draw, seal and upload once."""
+    """Simulated devices at random targets (or elsewhere) draw, seal and upload once; the
+    helper's key comes from the helper (--helper) or its pinned config (--helper-config)."""
+    from client.secure_keys import helper_config_of
     from ldpcollect_cli.fleet_command import load_fleet_tokens
     from ldpcollect_cli.secure_simulate import simulate_secure
 
@@ -138,6 +162,7 @@ def simulate(
             server,
             tls_ca,
             load_fleet_tokens(issuer, enrollment_key, device_prefix, tls_ca),
+            helper_config_of(helper, helper_config, helper_tls_ca),
         )
     )
 

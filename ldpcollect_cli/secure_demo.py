@@ -34,10 +34,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from client.fleet_tokens import FleetTokens
 from client.secure_collector import create_secure_query, release_secure_query
 from client.secure_device import SecureDevice, fetch_query, report_challenge, upload
+from client.secure_keys import fetch_helper_config
 from ldpcollect import geo
 from ldpcollect.mechanisms import Mechanism, RandomizedResponse, SamplingPrivacy
 from ldpcollect.secure.key_file import load_or_create_key_pair
-from ldpcollect.secure.sealing import HpkeKeyPair
+from ldpcollect.secure.sealing import HpkeConfig, HpkeKeyPair
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect_cli.demo import (
@@ -122,9 +123,10 @@ def secure_deployment(prefix: str, token_directory: Path | None = None) -> Itera
             yield Deployment(folder, helper, leader, channel, admin, collector)
 
 
-def seal_chunk(query_bytes: bytes, locations: list[int]) -> list[bytes]:
-    """Worker process: each device's local draw, sharded and sealed."""
-    device = SecureDevice(spb.SecureQuery.FromString(query_bytes))
+def seal_chunk(query_bytes: bytes, helper_config: bytes, locations: list[int]) -> list[bytes]:
+    """Worker process: each device's local draw, sharded and sealed (the query from the
+    leader, the helper's key from the helper)."""
+    device = SecureDevice(spb.SecureQuery.FromString(query_bytes), HpkeConfig.decode(helper_config))
     return [device.seal(device.draw(location)) for location in locations]
 
 
@@ -172,8 +174,13 @@ def run_secure_demo(settings: SecureDemoSettings, console: Console) -> None:
                 require_tokens=settings.tokens,
             )
             query = fetch_query(channel, created.query_id)
-            _upload_fleet(channel, query, locations, settings, console, tokens)
-            release = release_secure_query(channel, admin, collector, query.query_id)
+            with grpc.insecure_channel(run.helper) as to_helper:
+                helper_config = fetch_helper_config(to_helper)
+            SecureDevice(query, helper_config)  # refuses here when the two keys differ
+            _upload_fleet(channel, query, helper_config, locations, settings, console, tokens)
+            release = release_secure_query(
+                channel, admin, collector, query.query_id, expected=created
+            )
             releases[name] = release_message(release, release.claims)
         seconds = time.perf_counter() - started
     _show(settings, console, targets, truth, releases, seconds)
@@ -182,6 +189,7 @@ def run_secure_demo(settings: SecureDemoSettings, console: Console) -> None:
 def _upload_fleet(
     channel: grpc.Channel,
     query: spb.SecureQuery,
+    helper_config: HpkeConfig,
     locations: list[int],
     settings: SecureDemoSettings,
     console: Console,
@@ -204,9 +212,11 @@ def _upload_fleet(
     progress = Progress(*columns, console=Console(stderr=True), disable=settings.json_out)
     with progress, ProcessPoolExecutor(settings.workers) as pool:
         task = progress.add_task(f"{query.query_id}: seal + upload", total=len(locations))
-        query_bytes = query.SerializeToString()
+        query_bytes, helper = query.SerializeToString(), helper_config.encode()
         sent = 0
-        for bodies in pool.map(seal_chunk, [query_bytes] * len(chunks), chunks):
+        for bodies in pool.map(
+            seal_chunk, [query_bytes] * len(chunks), [helper] * len(chunks), chunks
+        ):
             held = [by_device[d] for d in range(sent, sent + len(bodies))] if by_device else []
             sent += len(bodies)
             done = upload(channel, bodies, tokens=held)

@@ -39,7 +39,8 @@ def release_message(release: SecureRelease, claims: list[pb.PrivacyClaim]) -> pb
 
 
 VIEW_WORDS = {
-    "aggregator": "one aggregator alone: uniformly random shares, nothing about any answer",
+    "aggregator": "one aggregator alone, once the release is public: the counts through the "
+    "other's noise (before it: random shares, nothing)",
     "collector+aggregator": "the collector with one aggregator: protected by the other's noise",
     "public": "the public: the released estimates (both noises; stated at one)",
 }

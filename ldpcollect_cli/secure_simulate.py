@@ -1,4 +1,6 @@
-"""`ldpcollect secure simulate`: simulated devices draw, seal and upload once to the leader;
+"""`ldpcollect secure simulate`: simulated devices take the helper's key from the helper (or
+its operator's pinned copy) and the query from the leader, draw, seal and upload once to the
+leader (refusing when the leader's copy of the helper's key differs);
 for a query that requires admission tokens each device (enrolled at the issuer as
 <prefix>-<i>, like `fleet run --issuer`) first fetches its own token."""
 
@@ -15,7 +17,9 @@ from rich.console import Console
 from client.channels import open_channel
 from client.fleet_tokens import FleetTokens
 from client.secure_device import SecureDevice, fetch_query, report_challenge, upload
+from client.upload_parts import upload_parts
 from ldpcollect.errors import ParameterError
+from ldpcollect.secure.sealing import HpkeConfig
 
 console = Console()
 CHUNK = 500
@@ -29,10 +33,12 @@ def simulate_secure(
     server: str,
     tls_ca: Path | None,
     tokens: FleetTokens | None,
+    helper_config: HpkeConfig,
 ) -> None:
+    """`helper_config`: the helper's key as the helper publishes it (not the leader's copy)."""
     rng = random.Random(seed)
     with open_channel(server, tls_ca) as channel:
-        device = SecureDevice(fetch_query(channel, query_id))
+        device = SecureDevice(fetch_query(channel, query_id), helper_config)
         query = device.query
         if query.require_tokens and tokens is None:
             raise ParameterError(
@@ -50,8 +56,9 @@ def simulate_secure(
             )
             sent = sorted(by_device)  # a device the issuer refused sends nothing
         accepted = duplicates = 0
-        for i in range(0, len(sent), CHUNK):
-            part = sent[i : i + CHUNK]
+        sizes = [len(bodies[d]) + len(by_device.get(d, b"")) for d in sent]
+        for indexes in upload_parts(sizes, max_reports=CHUNK):
+            part = [sent[i] for i in indexes]
             done = upload(
                 channel,
                 [bodies[d] for d in part],

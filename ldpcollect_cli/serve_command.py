@@ -145,6 +145,114 @@ def serve(
             help="With --store: database connections this replica keeps at most.",
         ),
     ] = 4,
+    min_batch: Annotated[
+        int | None,
+        typer.Option(
+            "--min-batch",
+            min=1,
+            help="Helper policy: refuse a query whose min_reports is lower, and release "
+            "nothing before aggregating this many reports itself (default 100).",
+            rich_help_panel="Helper policy (--role helper; docs/secure-mode.md)",
+        ),
+    ] = None,
+    min_noise_sigma: Annotated[
+        str | None,
+        typer.Option(
+            "--min-noise-sigma",
+            help="Helper policy: the discrete Gaussian sigma it adds at release is the "
+            "query's, never below this (default: the query's).",
+            rich_help_panel="Helper policy (--role helper; docs/secure-mode.md)",
+        ),
+    ] = None,
+    accept_mechanism: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--accept-mechanism",
+            help="Helper policy: a mechanism it takes part in (repeat; default rr and sp).",
+            rich_help_panel="Helper policy (--role helper; docs/secure-mode.md)",
+        ),
+    ] = None,
+    max_targets: Annotated[
+        int | None,
+        typer.Option(
+            "--max-targets",
+            min=1,
+            help="Helper policy: refuse a query with more targets (default 100000).",
+            rich_help_panel="Helper policy (--role helper; docs/secure-mode.md)",
+        ),
+    ] = None,
+    max_local_epsilon: Annotated[
+        float | None,
+        typer.Option(
+            "--max-local-epsilon",
+            min=0.0,
+            help="Helper policy: refuse a mechanism whose one report leaks more (default: "
+            "any finite epsilon).",
+            rich_help_panel="Helper policy (--role helper; docs/secure-mode.md)",
+        ),
+    ] = None,
+    collector_config: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--collector-config",
+            help="Helper policy: a collector HPKE config (66 hex characters) it seals to "
+            "(repeat; default: each query's own, printed and recorded for audit).",
+            rich_help_panel="Helper policy (--role helper; docs/secure-mode.md)",
+        ),
+    ] = None,
+    budget_epsilon: Annotated[
+        float | None,
+        typer.Option(
+            "--budget-epsilon",
+            min=0.0,
+            help="Helper policy: its own privacy ledger's budget; it refuses a query, or a "
+            "release, beyond it (0: no budget; default: keep the stored one).",
+            rich_help_panel="Helper policy (--role helper; docs/secure-mode.md)",
+        ),
+    ] = None,
+    budget_delta: Annotated[
+        float,
+        typer.Option(
+            "--budget-delta",
+            min=0.0,
+            help="Helper policy: its ledger's delta, with --budget-epsilon.",
+            rich_help_panel="Helper policy (--role helper; docs/secure-mode.md)",
+        ),
+    ] = 0.0,
+    peer_tls_cert: Annotated[
+        Path | None,
+        typer.Option(
+            "--peer-tls-cert",
+            envvar="LDPCOLLECT_PEER_TLS_CERT",
+            help="Leader: PEM client certificate it presents to a helper started with "
+            "--tls-client-ca (mutual TLS); needs --peer-tls-key and --helper-tls-ca.",
+        ),
+    ] = None,
+    peer_tls_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--peer-tls-key",
+            envvar="LDPCOLLECT_PEER_TLS_KEY",
+            help="Leader: PEM private key of --peer-tls-cert.",
+        ),
+    ] = None,
+    public_listen: Annotated[
+        str | None,
+        typer.Option(
+            "--public-listen",
+            help="Leader and helper: a second host:port serving only this aggregator's HPKE "
+            "config (AggregatorKeys) and health, TLS without client certificates: where "
+            "devices fetch a mutual-TLS helper's key.",
+        ),
+    ] = None,
+    insecure_peer: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-peer",
+            help="Leader and helper: allow a plaintext peer channel beyond loopback (the peer "
+            "token and verify keys then cross the network in clear; logged loudly).",
+        ),
+    ] = False,
 ) -> None:
     """Run the aggregator (gRPC Collector + Admin) until SIGINT/SIGTERM. Plaintext unless
     --tls-cert/--tls-key are given (a warning says so when listening beyond loopback)."""
@@ -168,14 +276,41 @@ def serve(
         store_pool_size,
     )
     if role != "trusted":
-        from ldpcollect_cli.secure_serving import serve_secure
+        from ldpcollect_cli.secure_serving import PeerOptions, PolicyOptions, serve_secure
 
+        policy = PolicyOptions(
+            min_batch,
+            min_noise_sigma,
+            tuple(accept_mechanism or ()),
+            max_targets,
+            max_local_epsilon,
+            tuple(collector_config or ()),
+            budget_epsilon,
+            budget_delta,
+        )
+        peer = PeerOptions(peer_token, helper_tls_ca, peer_tls_cert, peer_tls_key, insecure_peer)
         guarded(
-            lambda: serve_secure(role, settings, helper, peer_token, helper_tls_ca, origin_name)
+            lambda: serve_secure(role, settings, helper, peer, origin_name, policy, public_listen)
         )
         return
     if helper is not None or helper_tls_ca is not None or origin_name:
         guarded(lambda: _refuse_helper_options(helper))
+    secure_only = {
+        "--min-batch": min_batch,
+        "--min-noise-sigma": min_noise_sigma,
+        "--accept-mechanism": accept_mechanism,
+        "--max-targets": max_targets,
+        "--max-local-epsilon": max_local_epsilon,
+        "--collector-config": collector_config,
+        "--budget-epsilon": budget_epsilon,
+        "--peer-tls-cert": peer_tls_cert,
+        "--peer-tls-key": peer_tls_key,
+        "--insecure-peer": insecure_peer or None,
+        "--public-listen": public_listen,
+    }
+    given = [name for name, value in secure_only.items() if value is not None]
+    if given:
+        guarded(lambda: _refuse_secure_options(given))
     guarded(lambda: serve_blocking(settings))
 
 
@@ -183,3 +318,14 @@ def _refuse_helper_options(helper: str | None) -> None:
     raise ParameterError(
         "--helper/--helper-tls-ca/--origin-name", helper, "given only with --role leader|helper"
     )
+
+
+def _refuse_secure_options(given: list[str]) -> None:
+    peer_only = set(given) <= {
+        "--peer-tls-cert",
+        "--peer-tls-key",
+        "--insecure-peer",
+        "--public-listen",
+    }
+    role = "--role leader|helper" if peer_only else "--role helper"
+    raise ParameterError("/".join(given), None, f"given only with {role}")

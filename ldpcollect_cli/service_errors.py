@@ -35,8 +35,11 @@ def guarded(work: Callable[[], None]) -> None:
     except Exception as err:
         from client.device import ReportFailed  # loaded already if it was raised
         from client.fleet import FleetError
+        from client.secure_collector import LeaderMisstated
+        from client.secure_keys import UntrustedAggregator
 
-        if not isinstance(err, FleetError | ReportFailed | OSError):
+        refusals = FleetError | ReportFailed | OSError | UntrustedAggregator | LeaderMisstated
+        if not isinstance(err, refusals):
             raise
         _say(str(err))
         raise typer.Exit(EXIT_RPC) from None

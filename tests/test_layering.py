@@ -26,12 +26,14 @@ FORBIDDEN = {
 GRPC_EDGE = {
     "aggregator.server",  # the gRPC server and its options
     "aggregator.service",  # the servicers
-    "aggregator.rpc_handlers",  # their registration: request bytes decoded, aborts bounded
+    "aggregator.edge",  # every role's requests checked as bytes: credentials, size, budget
+    "aggregator.rpc_handlers",  # the trusted services' registration at the edge
     "aggregator.status_map",  # refusals -> statuses, the one table
     "aggregator.metrics",  # metrics labelled by status
     "aggregator.secure.server",  # secure roles: the server
     "aggregator.secure.services",  # their servicers
     "aggregator.secure.helper_client",  # the leader's calls to the helper
+    "aggregator.secure.key_service",  # each role's own HPKE config (AggregatorKeys)
     "aggregator.issuer.service",  # the token issuer's servicer (its own statuses)
     "aggregator.issuer.server",  # and its server
 }

@@ -7,11 +7,11 @@ failed. Only the (epoch, device id, count) rows are kept: never what was signed.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 from pathlib import Path
 
+from aggregator.store.sqlite_file import DatabaseUnusable, create_private
 from ldpcollect.admission.errors import IssuanceRefused
 
 _SCHEMA = """
@@ -30,13 +30,15 @@ class QuotaLedger:
             raise ValueError(f"tokens_per_epoch must be >= 1, got {tokens_per_epoch}")
         self.tokens_per_epoch = tokens_per_epoch
         path = Path(path)
-        if not path.exists():
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=FULL")
-        self._conn.execute(_SCHEMA)
+        try:
+            create_private(str(path))
+            self._conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute(_SCHEMA)
+        except (sqlite3.Error, OSError) as exc:
+            raise DatabaseUnusable(str(path), exc) from exc
 
     def close(self) -> None:
         with self._lock:

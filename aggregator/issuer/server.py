@@ -19,17 +19,19 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 
+from aggregator.edge import EdgeGate, register, server_options
 from aggregator.issuer.epoch_keys import EpochKeys
 from aggregator.issuer.quota import QuotaLedger
 from aggregator.issuer.service import IssuerService
 from aggregator.issuer.signing import Signer
+from aggregator.role_limits import ISSUER_LIMITS
 from aggregator.server import ensure_port_free
 from aggregator.until_signal import serve_until_signal
 from ldpcollect.admission.enrollment import load_or_create_key
 from ldpcollect.v1 import issuer_pb2 as ipb
-from ldpcollect.v1 import issuer_pb2_grpc as ipb_grpc
 
-ISSUER_SERVICE = ipb.DESCRIPTOR.services_by_name["Issuer"].full_name
+ISSUER = ipb.DESCRIPTOR.services_by_name["Issuer"]
+ISSUER_SERVICE = ISSUER.full_name
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,7 @@ class IssuerServer:
         ensure_port_free(self.config.listen)
         quota = QuotaLedger(self.config.state_dir / "quota.sqlite", self.config.tokens_per_epoch)
         enrollment_key = load_or_create_key(enrollment_key_path(self.config.state_dir))
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server = grpc.aio.server(options=server_options(ISSUER_LIMITS))
         if self.config.tls_cert is not None and self.config.tls_key is not None:
             client_ca = self.config.tls_client_ca
             credentials = grpc.ssl_server_credentials(
@@ -85,7 +87,14 @@ class IssuerServer:
         self._signer = Signer(self.config.sign_processes)
         await self._signer.start()
         self.service = IssuerService(self.keys, quota, enrollment_key, name, self._signer)
-        ipb_grpc.add_IssuerServicer_to_server(self.service, server)
+        register(
+            server,
+            ISSUER,
+            self.service,
+            EdgeGate(ISSUER_LIMITS),
+            authorize=self.service.authenticate,
+            public=frozenset({"GetDirectory"}),
+        )
         health_servicer = AsyncHealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         await self._publish(self.keys.epoch_now())  # keys exist before anyone can ask

@@ -76,7 +76,7 @@ class IssuerService(ipb_grpc.IssuerServicer):
     async def IssueTokens(
         self, request: ipb.IssueTokensRequest, context: Context
     ) -> ipb.IssueTokensResponse:
-        device_id = await self._authenticate(context)
+        device_id = await self.authenticate(context)
         n = len(request.token_requests)
         if not 1 <= n <= MAX_REQUESTS_PER_CALL:
             await _abort(
@@ -124,10 +124,10 @@ class IssuerService(ipb_grpc.IssuerServicer):
             raise
         return ipb.IssueTokensResponse(token_responses=responses, epoch=epoch, remaining=remaining)
 
-    async def _authenticate(self, context: Context) -> str:
+    async def authenticate(self, context: Context) -> str:
         """The device id whose enrollment secret the call presents, or else (with mutual TLS)
         the client certificate's identity; abort UNAUTHENTICATED (neither) / PERMISSION_DENIED
-        (a wrong secret)."""
+        (a wrong secret). The server's edge runs it before the request is read, too."""
         metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ())}
         device_id, authorization = metadata.get(DEVICE_METADATA), metadata.get("authorization")
         if device_id is None and authorization is None:

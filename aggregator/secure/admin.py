@@ -28,7 +28,12 @@ from ldpcollect.v1 import aggregation_pb2 as apb
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect.vdaf.prio3 import VERIFY_KEY_SIZE
-from ldpcollect.wire import mechanism_from_proto, validate_query_id
+from ldpcollect.wire import (
+    mechanism_from_proto,
+    mechanism_to_proto,
+    validate_description,
+    validate_query_id,
+)
 
 
 class LeaderAdmin:
@@ -78,6 +83,7 @@ class LeaderAdmin:
         if not request.allow_no_privacy:
             refuse_no_privacy(mechanism)
         targets = list(validate_targets(request.targets))
+        validate_description(request.description)
         if request.min_reports < 1:
             raise ParameterError("min_reports", request.min_reports, "[1, 2**63)")
         if request.noise_sigma:
@@ -103,7 +109,9 @@ class LeaderAdmin:
         except SealingError as error:
             raise Unavailable(f"the helper's HPKE config is malformed: {error}") from None
         verify_key = secrets.token_bytes(VERIFY_KEY_SIZE)
-        await self.helper.provision(
+        # The helper checks the query against its own policy and refuses (the leader keeps
+        # nothing then) or opts in, naming the noise it will add.
+        provisioned = await self.helper.provision(
             apb.ProvisionQueryRequest(
                 query_id=query_id,
                 vdaf=kind,
@@ -114,6 +122,8 @@ class LeaderAdmin:
                 noise_sigma=request.noise_sigma,
                 token_issuer=token_params.get("token_issuer", ""),
                 token_origins=token_params.get("token_origins", []),
+                min_reports=request.min_reports,
+                mechanism=mechanism_to_proto(mechanism),
             )
         )
         params = {
@@ -128,6 +138,7 @@ class LeaderAdmin:
             "leader_config": self.key_pair.config.encode().hex(),
             "helper_config": helper_config.hex(),
             "collector_config": request.collector_hpke_config.hex(),
+            "helper_noise_sigma": provisioned.noise_sigma,
             **token_params,
         }
         vdaf = query_vdaf(kind, len(targets))

@@ -6,17 +6,24 @@ aggregate share) in one transaction before answering. A job id seen before gets 
 answer; a report id seen in another job is refused as REPLAY. For a query that requires
 admission tokens it verifies each report's token itself (`token_check`) and spends the nonces
 in the job's transaction; a report whose token it refuses is refused (TOKEN_...) and adds
-nothing at either aggregator. It gives its noised aggregate share once per query (a retry
-gets the same bytes)."""
+nothing at either aggregator. It checks every query against its own policy before taking
+part (`helper_policy`: minimum batch, noise floor, mechanisms, collector keys, its own
+ledger) and keeps nothing for a query it refuses. It gives its noised aggregate share once
+per query (a retry gets the same bytes), only after counting itself that it aggregated
+enough reports, sealed to the collector under a binding of its own parameters, count and
+noise."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from fractions import Fraction
 
 from aggregator.errors import FailedPrecondition, Invalid
+from aggregator.release import StoredLedger, iso_time
+from aggregator.secure.helper_policy import HelperPolicy, PolicyRefusal
 from aggregator.secure.metrics import SecureMetrics
-from aggregator.secure.queries import vdaf_of
+from aggregator.secure.queries import mechanism_of, sigma_of, vdaf_of
 from aggregator.secure.release_share import noised_sealed_share
 from aggregator.secure.spent_tokens import nonce_of
 from aggregator.secure.store import SecureStore, StoredQuery
@@ -27,11 +34,17 @@ from aggregator.secure.token_check import (
     challenge_of,
     requires_tokens,
 )
+from aggregator.secure.views import secure_claims
+from ldpcollect.accounting.ledger import BudgetExceeded
+from ldpcollect.accounting.release_cost import PrivacyClaim
 from ldpcollect.admission.errors import AdmissionError
 from ldpcollect.admission.verification import Verdict
+from ldpcollect.mechanisms import Mechanism
+from ldpcollect.rational import parse_rational_text
 from ldpcollect.release_noise import validate_noise_sigma
-from ldpcollect.secure.query_vdaf import VDAF_KINDS, query_vdaf, upload_round
+from ldpcollect.secure.query_vdaf import VDAF_KINDS, query_vdaf, upload_round, vdaf_kind
 from ldpcollect.secure.sealing import ROLE_HELPER, HpkeConfig, HpkeKeyPair, SealingError
+from ldpcollect.secure.share_binding import sigma_text
 from ldpcollect.secure.upload import (
     ReportRejected,
     SecureFormatError,
@@ -41,7 +54,7 @@ from ldpcollect.secure.upload import (
 from ldpcollect.v1 import aggregation_pb2 as apb
 from ldpcollect.vdaf.errors import VdafError
 from ldpcollect.vdaf.prio3 import VERIFY_KEY_SIZE
-from ldpcollect.wire import validate_query_id
+from ldpcollect.wire import mechanism_from_proto, validate_query_id
 
 REPLAY = "REPLAY"
 # Refusal name and detail, by report id.
@@ -146,10 +159,14 @@ class HelperHandler:
         metrics: SecureMetrics,
         tokens: SecureTokens | None = None,
         origin_name: str = "",
+        policy: HelperPolicy | None = None,
+        audit: Callable[[str], None] = lambda line: None,
     ) -> None:
         self.store, self.key_pair, self.metrics = store, key_pair, metrics
         self.tokens = tokens or SecureTokens(None)
         self.origin_name = origin_name  # its name in token challenges (host:port)
+        self.policy = policy or HelperPolicy()
+        self.audit = audit  # one line per query it takes part in (the operator's record)
 
     def hpke_config(self) -> apb.GetHpkeConfigResponse:
         return apb.GetHpkeConfigResponse(
@@ -177,6 +194,14 @@ class HelperHandler:
         params["token_origins"] = origins
         return params
 
+    def _claims(
+        self, mechanism: Mechanism, targets: int, sigma: Fraction | None, min_reports: int
+    ) -> tuple[StoredLedger, list[PrivacyClaim]]:
+        """This helper's ledger and a release's claims at the noise it adds itself."""
+        stored = StoredLedger.from_body(self.store.ledger())
+        claims = secure_claims(mechanism, targets, sigma, stored.reporting_delta, min_reports)
+        return stored, claims
+
     def provision(self, request: apb.ProvisionQueryRequest) -> apb.ProvisionQueryResponse:
         validate_query_id(request.query_id)
         if request.vdaf not in VDAF_KINDS or not 1 <= request.targets <= 100_000:
@@ -189,14 +214,32 @@ class HelperHandler:
             HpkeConfig.decode(request.collector_hpke_config)
         except SealingError as error:
             raise Invalid(f"collector HPKE config: {error}") from None
+        mechanism = mechanism_from_proto(request.mechanism)
+        if vdaf_kind(mechanism.name) != request.vdaf:
+            raise Invalid(f"mechanism {mechanism.name!r} does not use vdaf {request.vdaf!r}")
+        query_sigma = None
         if request.noise_sigma:
-            validate_noise_sigma(Fraction(request.noise_sigma))
+            query_sigma = parse_rational_text("noise_sigma", request.noise_sigma, "(0, inf)")
+            validate_noise_sigma(query_sigma)
+        self.policy.check_query(
+            request.min_reports, mechanism, request.targets, request.collector_hpke_config
+        )
+        sigma = self.policy.noise_sigma(query_sigma)
+        stored, claims = self._claims(mechanism, request.targets, sigma, request.min_reports)
+        try:
+            stored.ledger.check(claims)
+        except BudgetExceeded as error:
+            raise PolicyRefusal("its own ledger, --budget-epsilon", str(error)) from None
         params = {
             "vdaf": request.vdaf,
             "targets": request.targets,
             "upload_round": request.upload_round,
             "collector_config": request.collector_hpke_config.hex(),
-            "noise_sigma": request.noise_sigma,
+            "noise_sigma": sigma_text(sigma),
+            "query_noise_sigma": request.noise_sigma,
+            "min_reports": request.min_reports,
+            "mechanism": mechanism.name,
+            "mechanism_params": mechanism.params(),
             **self._token_params(request),
         }
         if requires_tokens(params):
@@ -208,7 +251,14 @@ class HelperHandler:
         self.store.provision_query(
             request.query_id, params, request.verify_key, vdaf.encode_agg_share(vdaf.agg_init())
         )
-        return apb.ProvisionQueryResponse()
+        pinned = "pinned" if self.policy.collector_configs else "the query's, not pinned"
+        self.audit(
+            f"helper takes part in query {request.query_id}: {mechanism.name} "
+            f"{mechanism.params()}, {request.targets} targets, min_reports "
+            f"{request.min_reports}, noise sigma {sigma_text(sigma) or 'none'}; seals to "
+            f"collector key {request.collector_hpke_config.hex()} ({pinned})"
+        )
+        return apb.ProvisionQueryResponse(noise_sigma=sigma_text(sigma))
 
     def aggregate(self, request: apb.AggregationJobRequest) -> apb.AggregationJobResponse:
         if len(request.job_id) != 16:
@@ -253,11 +303,39 @@ class HelperHandler:
         return apb.AggregationJobResponse.FromString(kept)
 
     def aggregate_share(self, request: apb.AggregateShareRequest) -> apb.AggregateShareResponse:
+        """Once per query (a retry gets the same bytes): the helper's own count checked
+        against the leader's, its floor and the query's minimum; the collector key against
+        its pins; its ledger charged in the release's transaction."""
         query = self.store.query(request.query_id)
+        if "min_reports" not in query.params:
+            raise PolicyRefusal(
+                "provisioned before the helper had a policy",
+                f"query {request.query_id!r} was never checked against it; it is not released",
+            )
         if query.aggregated != request.reports:
             raise FailedPrecondition(
                 f"the helper aggregated {query.aggregated} reports, the leader "
                 f"{request.reports}: the aggregators disagree, nothing is released"
             )
-        sealed = self.store.release(request.query_id, lambda q: noised_sealed_share(q, ROLE_HELPER))
-        return apb.AggregateShareResponse(sealed_share=sealed)
+        sigma = sigma_of(query.params)
+        if query.sealed_share is None:
+            self.policy.check_release(query.aggregated, query.params["min_reports"])
+            self.policy.check_collector(bytes.fromhex(query.params["collector_config"]))
+        _, claims = self._claims(
+            mechanism_of(query), query.params["targets"], sigma, query.params["min_reports"]
+        )
+
+        def charge(body: str | None) -> str:
+            ledger = StoredLedger.from_body(body)
+            try:
+                ledger.ledger.charge(query.query_id, claims, iso_time(time.time()))
+            except BudgetExceeded as error:
+                raise PolicyRefusal("its own ledger, --budget-epsilon", str(error)) from None
+            return ledger.to_body()
+
+        sealed = self.store.release(
+            request.query_id, lambda q: noised_sealed_share(q, ROLE_HELPER, sigma), charge
+        )
+        return apb.AggregateShareResponse(
+            sealed_share=sealed, reports=query.aggregated, noise_sigma=sigma_text(sigma)
+        )

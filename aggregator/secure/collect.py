@@ -1,7 +1,9 @@
 """Leader: the collect step. Once a query is closed and every held report is aggregated, the
 leader asks the helper for its noised, sealed aggregate share (telling it how many reports it
 aggregated, so disagreeing aggregators release nothing), then seals its own. Each share is
-made once and kept: a retried collect returns the same bytes, never fresh noise."""
+made once and kept: a retried collect returns the same bytes, never fresh noise. The helper
+checks its own count and policy before it releases, and binds its share to its parameters,
+count and noise (the collector opens it only with those)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from aggregator.secure.store import OPEN, SecureStore
 from aggregator.secure.views import secure_claims
 from ldpcollect.accounting.ledger import BudgetExceeded
 from ldpcollect.secure.sealing import ROLE_LEADER
+from ldpcollect.secure.share_binding import sigma_text
 from ldpcollect.v1 import secure_pb2 as spb
 
 
@@ -50,7 +53,7 @@ async def collect_shares(
             stored.ledger.check(claims)
         except BudgetExceeded as error:
             raise refusal(query_id, error) from error
-    helper_share = await helper.aggregate_share(query_id, query.aggregated)
+    helper_answer = await helper.aggregate_share(query_id, query.aggregated)
 
     def charge(body: str | None) -> str:
         ledger = StoredLedger.from_body(body)
@@ -60,14 +63,17 @@ async def collect_shares(
             raise refusal(query_id, error) from error
         return ledger.to_body()
 
+    sigma = sigma_of(query.params)
     mine = await asyncio.to_thread(
-        store.release, query_id, lambda q: noised_sealed_share(q, ROLE_LEADER), charge
+        store.release, query_id, lambda q: noised_sealed_share(q, ROLE_LEADER, sigma), charge
     )
     released = await asyncio.to_thread(store.query, query_id)
     return spb.CollectSharesResponse(
         query=query_message(released),
         leader_share=mine,
-        helper_share=helper_share,
+        helper_share=helper_answer.sealed_share,
         reports=released.aggregated,
         claims=[claim_to_proto(c.to_json()) for c in claims],
+        leader_noise_sigma=sigma_text(sigma),
+        helper_noise_sigma=helper_answer.noise_sigma,
     )

@@ -1,5 +1,7 @@
 """Leader: its calls to the helper (aggregation.proto) with the peer token; a failed call
-becomes `Unavailable` naming the helper's status, so the domain never sees gRPC."""
+becomes a domain error naming the helper's status, so the domain never sees gRPC: the
+helper's refusals (its policy: FAILED_PRECONDITION, RESOURCE_EXHAUSTED; INVALID_ARGUMENT,
+ALREADY_EXISTS) keep their kind, anything else is `Unavailable`."""
 
 from __future__ import annotations
 
@@ -8,12 +10,25 @@ from typing import TypeVar
 
 import grpc
 
-from aggregator.errors import Unavailable
+from aggregator.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    Invalid,
+    ServiceError,
+    Unavailable,
+)
 from ldpcollect.v1 import aggregation_pb2 as apb
 from ldpcollect.v1 import aggregation_pb2_grpc as apb_grpc
 
 T = TypeVar("T")
 TIMEOUT_S = 60.0
+# The helper's refusals passed on with their own kind (the operator must see the rule).
+REFUSALS: dict[grpc.StatusCode, type[ServiceError]] = {
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: FailedPrecondition,
+    grpc.StatusCode.INVALID_ARGUMENT: Invalid,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
+}
 
 
 class HelperClient:
@@ -25,7 +40,8 @@ class HelperClient:
         try:
             return await call
         except grpc.aio.AioRpcError as error:
-            raise Unavailable(
+            kind = REFUSALS.get(error.code(), Unavailable)
+            raise kind(
                 f"the helper did not {what} ({error.code().name}: {error.details()})"
             ) from None
 
@@ -38,8 +54,8 @@ class HelperClient:
             ),
         )
 
-    async def provision(self, request: apb.ProvisionQueryRequest) -> None:
-        await self._call(
+    async def provision(self, request: apb.ProvisionQueryRequest) -> apb.ProvisionQueryResponse:
+        return await self._call(
             "provision the query",
             self._stub.ProvisionQuery(request, metadata=self._metadata, timeout=TIMEOUT_S),
         )
@@ -50,8 +66,8 @@ class HelperClient:
             self._stub.Aggregate(request, metadata=self._metadata, timeout=TIMEOUT_S),
         )
 
-    async def aggregate_share(self, query_id: str, reports: int) -> bytes:
-        answer = await self._call(
+    async def aggregate_share(self, query_id: str, reports: int) -> apb.AggregateShareResponse:
+        return await self._call(
             "give its aggregate share",
             self._stub.AggregateShare(
                 apb.AggregateShareRequest(query_id=query_id, reports=reports),
@@ -59,4 +75,3 @@ class HelperClient:
                 timeout=TIMEOUT_S,
             ),
         )
-        return answer.sealed_share

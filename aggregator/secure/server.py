@@ -1,17 +1,21 @@
 """Both roles' gRPC server: `ldpcollect serve --role leader|helper`.
 
 The leader serves SecureCollector (devices) and SecureAdmin (operator) and runs the
-aggregation driver against its helper; the helper serves Helper (the leader, peer token).
-Each keeps its HPKE key pair in a 0600 file and its state in a SQLite file, both beside
-`db_path`. TLS for the listening port comes from the same flags as the trusted mode; the
-leader reaches a TLS helper with `helper_tls_ca`.
+aggregation driver against its helper; the helper serves Helper (the leader, peer token) and
+enforces its own policy (`helper_policy`). Both serve AggregatorKeys (their own HPKE config,
+no token). Each keeps its HPKE key pair in a 0600 file and its state in a SQLite file, both
+beside `db_path`, and publishes its config beside the key (`DB.hpke-ROLE.config`, one hex
+line a device can pin). TLS for the listening port comes from the same flags as the trusted
+mode (`tls_client_ca` on the helper requires the leader's client certificate); the leader
+reaches a TLS helper with `helper_tls_ca`, presenting `peer_identity` for mutual TLS.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import grpc
@@ -19,25 +23,41 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 
 from aggregator.config import AggregatorConfig
+from aggregator.edge import EdgeGate, register, server_options
 from aggregator.redemption import TokenKeys
+from aggregator.release import set_budget_function
+from aggregator.role_limits import HELPER_LIMITS, LEADER_LIMITS
 from aggregator.secure.admin import LeaderAdmin
 from aggregator.secure.aggregation_driver import AggregationDriver
 from aggregator.secure.aggregation_handler import HelperHandler
 from aggregator.secure.helper_client import HelperClient
+from aggregator.secure.helper_policy import HelperPolicy
+from aggregator.secure.key_service import AggregatorKeysService
 from aggregator.secure.keys import key_path, load_or_create_key_pair
 from aggregator.secure.metrics import SecureMetrics
-from aggregator.secure.services import HelperService, SecureAdminService, SecureCollectorService
+from aggregator.secure.services import (
+    HelperService,
+    SecureAdminService,
+    SecureCollectorService,
+    require_bearer,
+)
 from aggregator.secure.store import SecureStore, secure_db_path
 from aggregator.secure.token_check import SecureTokens
 from aggregator.secure.upload import LeaderUpload
 from aggregator.server import ensure_port_free, server_credentials
 from aggregator.until_signal import serve_until_signal
-from ldpcollect.v1 import aggregation_pb2_grpc as apb_grpc
-from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
+from ldpcollect.secure.key_file import public_config_path, write_public_config
+from ldpcollect.v1 import aggregation_pb2 as apb
+from ldpcollect.v1 import secure_pb2 as spb
 
 log = logging.getLogger(__name__)
 
 LEADER, HELPER = "leader", "helper"
+SECURE_COLLECTOR = spb.DESCRIPTOR.services_by_name["SecureCollector"]
+SECURE_ADMIN = spb.DESCRIPTOR.services_by_name["SecureAdmin"]
+HELPER_SERVICE = apb.DESCRIPTOR.services_by_name["Helper"]
+AGGREGATOR_KEYS = spb.DESCRIPTOR.services_by_name["AggregatorKeys"]
+PEER_WHO = "peer (leader-helper)"
 
 
 @dataclass(frozen=True)
@@ -52,6 +72,16 @@ class SecureRoleConfig:
     # and this aggregator's name in token challenges (default: the listen host and port).
     token_directory: Path | None = None
     origin_name: str = ""
+    # Helper: its own policy, and its own ledger's budget (epsilon, delta; None: keep it).
+    policy: HelperPolicy = field(default_factory=HelperPolicy)
+    budget: tuple[float, float] | None = None
+    # Leader: the client certificate and key (PEM files) it presents to a mutual-TLS helper.
+    peer_identity: tuple[Path, Path] | None = None
+    # Helper: where each query it takes part in is recorded for its operator (a line each).
+    audit: Callable[[str], None] = log.info
+    # A second port serving only AggregatorKeys and health, TLS without client certificates:
+    # devices fetch the key there from a helper whose main port requires them.
+    public_listen: str | None = None
 
 
 def origin_name(config: SecureRoleConfig, port: int) -> str:
@@ -79,26 +109,35 @@ class SecureServer:
         self.driver: AggregationDriver | None = None
         self.port: int | None = None
         self.metrics_port: int | None = None
+        self._public: grpc.aio.Server | None = None
+        self.public_port: int | None = None
 
     def _helper_channel(self) -> grpc.aio.Channel:
         assert self.config.helper is not None
         if self.config.helper_tls_ca is None:
             return grpc.aio.insecure_channel(self.config.helper)
         ca = Path(self.config.helper_tls_ca).read_bytes()
-        return grpc.aio.secure_channel(self.config.helper, grpc.ssl_channel_credentials(ca))
+        if self.config.peer_identity is None:
+            credentials = grpc.ssl_channel_credentials(ca)
+        else:
+            cert, key = (path.read_bytes() for path in self.config.peer_identity)
+            credentials = grpc.ssl_channel_credentials(ca, private_key=key, certificate_chain=cert)
+        return grpc.aio.secure_channel(self.config.helper, credentials)
 
     async def start(self) -> int:
         base = self.config.base
         ensure_port_free(base.listen)
         credentials = server_credentials(base)
         self.store.open()
-        server = grpc.aio.server(
-            options=[
-                ("grpc.so_reuseport", 0),
-                ("grpc.max_receive_message_length", 64 << 20),
-                ("grpc.max_send_message_length", 64 << 20),
-            ]
+        if self.config.role == HELPER and self.config.budget is not None:
+            epsilon, delta = self.config.budget
+            await asyncio.to_thread(self.store.update_ledger, set_budget_function(epsilon, delta))
+        write_public_config(
+            public_config_path(key_path(base.db_path, self.config.role)), self.key_pair.config
         )
+        limits = LEADER_LIMITS if self.config.role == LEADER else HELPER_LIMITS
+        server = grpc.aio.server(options=server_options(limits, max_send_bytes=64 << 20))
+        gate = EdgeGate(limits)
         named: LeaderAdmin | HelperHandler
         if self.config.role == LEADER:
             self._channel = self._helper_channel()
@@ -107,18 +146,33 @@ class SecureServer:
             upload = LeaderUpload(
                 self.store, self.key_pair, self.metrics, self.driver.wake.set, self.tokens
             )
-            spb_grpc.add_SecureCollectorServicer_to_server(
-                SecureCollectorService(self.store, upload), server
-            )
+            register(server, SECURE_COLLECTOR, SecureCollectorService(self.store, upload), gate)
             named = LeaderAdmin(self.store, self.key_pair, helper, self.tokens)
-            spb_grpc.add_SecureAdminServicer_to_server(
-                SecureAdminService(named, base.admin_token), server
+            register(
+                server,
+                SECURE_ADMIN,
+                SecureAdminService(named, base.admin_token),
+                gate,
+                authorize=lambda context: require_bearer(context, base.admin_token, "admin"),
             )
         else:
-            named = HelperHandler(self.store, self.key_pair, self.metrics, self.tokens)
-            apb_grpc.add_HelperServicer_to_server(
-                HelperService(named, self.config.peer_token), server
+            named = HelperHandler(
+                self.store,
+                self.key_pair,
+                self.metrics,
+                self.tokens,
+                policy=self.config.policy,
+                audit=self.config.audit,
             )
+            peer = self.config.peer_token
+            register(
+                server,
+                HELPER_SERVICE,
+                HelperService(named, peer),
+                gate,
+                authorize=lambda context: require_bearer(context, peer, PEER_WHO),
+            )
+        register(server, AGGREGATOR_KEYS, self._keys_service(), gate)  # public: no token
         health = AsyncHealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health, server)
         if credentials is None:
@@ -129,6 +183,8 @@ class SecureServer:
         await server.start()
         await health.set("", health_pb2.HealthCheckResponse.SERVING)
         self._server, self.port = server, port
+        if self.config.public_listen is not None:
+            await self._start_public(self.config.public_listen)
         if self.driver is not None:
             self.driver.start()
         if base.metrics_port is not None:
@@ -136,7 +192,32 @@ class SecureServer:
         log.info("secure %s listening on port %d", self.config.role, port)
         return port
 
+    def _keys_service(self) -> AggregatorKeysService:
+        policy = self.config.policy if self.config.role == HELPER else None
+        return AggregatorKeysService(self.config.role, self.key_pair.config, policy)
+
+    async def _start_public(self, listen: str) -> None:
+        """AggregatorKeys and health alone on `listen` (TLS if the main port has it, never
+        asking for a client certificate): what a device may call on the helper."""
+        ensure_port_free(listen)
+        limits = LEADER_LIMITS if self.config.role == LEADER else HELPER_LIMITS
+        public = grpc.aio.server(options=server_options(limits))
+        register(public, AGGREGATOR_KEYS, self._keys_service(), EdgeGate(limits))
+        health = AsyncHealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health, public)
+        credentials = server_credentials(replace(self.config.base, tls_client_ca=None))
+        if credentials is None:
+            self.public_port = public.add_insecure_port(listen)
+        else:
+            self.public_port = public.add_secure_port(listen, credentials)
+        await public.start()
+        await health.set("", health_pb2.HealthCheckResponse.SERVING)
+        self._public = public
+
     async def stop(self, grace: float | None = 1.0) -> None:
+        if self._public is not None:
+            await self._public.stop(grace)
+            self._public = None
         if self.driver is not None:
             await self.driver.stop()
         if self._server is not None:

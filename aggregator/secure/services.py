@@ -59,6 +59,16 @@ def in_thread(work: Callable[[], T]) -> Awaitable[T]:
     return asyncio.to_thread(work)
 
 
+# A query's progress is the operator's (SecureAdmin.GetSecureQuery): shown to anyone, the
+# counts would let a third party watch one device's report be aggregated or refused.
+def public_view(query: spb.SecureQuery) -> spb.SecureQuery:
+    """The query as devices see it: what they need to upload, no progress counts."""
+    query.ClearField("aggregated_reports")
+    query.ClearField("pending_reports")
+    query.ClearField("refused_reports")
+    return query
+
+
 class SecureCollectorService(spb_grpc.SecureCollectorServicer):
     def __init__(self, store: SecureStore, upload: LeaderUpload) -> None:
         self.store, self.uploads = store, upload
@@ -67,7 +77,7 @@ class SecureCollectorService(spb_grpc.SecureCollectorServicer):
         self, request: spb.GetSecureQueryRequest, context: Context
     ) -> spb.SecureQuery:
         def work() -> spb.SecureQuery:
-            return query_message(*self.store.progress(request.query_id))
+            return public_view(query_message(self.store.query(request.query_id)))
 
         return await guarded(context, in_thread(work))
 
@@ -76,7 +86,7 @@ class SecureCollectorService(spb_grpc.SecureCollectorServicer):
     ) -> spb.ListSecureQueriesResponse:
         queries = await in_thread(self.store.queries)
         return spb.ListSecureQueriesResponse(
-            queries=[query_message(q) for q in queries if q.state == OPEN]
+            queries=[public_view(query_message(q)) for q in queries if q.state == OPEN]
         )
 
     async def UploadSecureReports(

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from aggregator.errors import NotFound
 from aggregator.secure import spent_tokens
+from aggregator.store.sqlite_file import DatabaseUnusable, create_private
 
 T = TypeVar("T")
 
@@ -61,12 +62,23 @@ class StoreCore:
         self._db: sqlite3.Connection | None = None
 
     def open(self) -> None:
-        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = FULL")
-        schema = resources.files("aggregator.secure").joinpath("schema/secure_v1.sql")
-        db.executescript(schema.read_text())
-        spent_tokens.migrate(db)
+        """Open (or create) the file; one that cannot be used raises `DatabaseUnusable` naming
+        it and what to do (a damaged file is called damaged)."""
+        # It holds each query's verify key: readable by this user only, like its -wal and -shm
+        # (SQLite gives them the database file's mode).
+        db: sqlite3.Connection | None = None
+        try:
+            create_private(str(self.path))
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = FULL")
+            schema = resources.files("aggregator.secure").joinpath("schema/secure_v1.sql")
+            db.executescript(schema.read_text())
+            spent_tokens.migrate(db)
+        except (sqlite3.Error, OSError) as exc:
+            if db is not None:
+                db.close()
+            raise DatabaseUnusable(str(self.path), exc) from exc
         self._db = db
 
     def close(self) -> None:

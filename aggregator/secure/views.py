@@ -1,8 +1,12 @@
-"""Leader: a secure release's privacy, per view, in words and numbers.
+"""Both roles: a secure release's privacy, per view, in words and numbers (the leader's
+ledger charges the public view; the helper's own ledger charges the same at its own noise).
 
-- "aggregator": one aggregator alone sees uniformly random input shares, the public share and
-  which reports were valid: nothing about any device's answers (as long as the two do not
-  collude). Epsilon 0 about the answers.
+- "aggregator": one aggregator alone. Before the release it sees uniformly random input
+  shares, the public share and which reports were valid: nothing about any device's answers
+  (as long as the two do not collude). Once the release is public it can subtract its own
+  aggregate share and noise from the published counts, so it sees the counts through the
+  OTHER aggregator's noise only: the same bound as the collector colluding with one
+  aggregator. A release is public, so this is the claim stated.
 - "collector+aggregator": the collector with one aggregator can subtract that aggregator's
   share (and noise) and sees the counts plus the OTHER aggregator's discrete Gaussian noise:
   the release's bound at one aggregator's sigma (`release_claims`).
@@ -21,7 +25,9 @@ from ldpcollect.accounting.release_cost import PrivacyClaim, release_claims
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import Mechanism
 
-ONE_AGGREGATOR = PrivacyClaim(
+# One aggregator before anything is released (docs/secure-mode.md's table; not a release's
+# claim, since a release makes the counts public).
+BEFORE_RELEASE = PrivacyClaim(
     view="aggregator",
     guarantee="pure",
     epsilon=0.0,
@@ -49,6 +55,17 @@ def secure_claims(
         raise FailedPrecondition(f"cannot account for this release: {error}") from error
     public = next(c for c in claims if c.view == "public")
     one_noise = "one aggregator's" if noise else "no (the query has no noise sigma)"
+    one_aggregator = replace(
+        public,
+        view="aggregator",
+        explanation=(
+            "Before the release one aggregator alone sees only uniformly random secret shares "
+            "(nothing about any answer). Once the estimates are public it can subtract its own "
+            "share and noise from them and sees the round counts through the other "
+            f"aggregator's noise only, {one_noise} discrete Gaussian: this bound, the same as "
+            "the collector colluding with one aggregator. " + public.explanation
+        ),
+    )
     colluding = replace(
         public,
         view="collector+aggregator",
@@ -65,4 +82,4 @@ def secure_claims(
             + public.explanation
         ),
     )
-    return [ONE_AGGREGATOR, colluding, stated]
+    return [one_aggregator, colluding, stated]

@@ -96,13 +96,35 @@ def migrate_legacy_reports(conn: sqlite3.Connection, path: str) -> None:
     log.info("converted %s to the report log layout", path)
 
 
+# SQLite's primary result codes that mean the file's contents are wrong (not its access):
+# corrupt pages, not a database, an unsupported format, a schema that is not ours.
+_DAMAGED_CODES = {
+    sqlite3.SQLITE_CORRUPT,
+    sqlite3.SQLITE_NOTADB,
+    sqlite3.SQLITE_FORMAT,
+    sqlite3.SQLITE_ERROR,
+    sqlite3.SQLITE_SCHEMA,
+    sqlite3.SQLITE_MISMATCH,
+}
+
+
+def is_damaged(cause: BaseException) -> bool:
+    """Whether SQLite refused the file for what is in it (rather than for access to it). The
+    result code decides, not the exception class: SQLite raises OperationalError for some
+    damage ("unsupported file format") and for access problems alike."""
+    if not isinstance(cause, sqlite3.DatabaseError):
+        return False
+    code = getattr(cause, "sqlite_errorcode", None)
+    if code is None:
+        return not isinstance(cause, sqlite3.OperationalError)
+    return code & 0xFF in _DAMAGED_CODES
+
+
 class DatabaseUnusable(OSError):
     """The database file cannot be opened or read; the message names it and what to do."""
 
     def __init__(self, path: str, cause: BaseException) -> None:
-        if isinstance(cause, sqlite3.DatabaseError) and not isinstance(
-            cause, sqlite3.OperationalError
-        ):
+        if is_damaged(cause):
             what = (
                 "it is damaged or not an ldpcollect database; restore it from a backup, or "
                 "pass --db with a new file name to start an empty database"

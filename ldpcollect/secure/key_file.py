@@ -8,7 +8,7 @@ import os
 import secrets
 from pathlib import Path
 
-from ldpcollect.secure.sealing import PRIVATE_KEY_SIZE, HpkeKeyPair, generate_key_pair
+from ldpcollect.secure.sealing import PRIVATE_KEY_SIZE, HpkeConfig, HpkeKeyPair, generate_key_pair
 
 
 def load_or_create_key_pair(path: Path) -> HpkeKeyPair:
@@ -34,3 +34,27 @@ def load_or_create_key_pair(path: Path) -> HpkeKeyPair:
         os.close(fd)
     os.replace(tmp, path)
     return pair
+
+
+def public_config_path(key_file: Path) -> Path:
+    """Where an aggregator publishes its config beside its key: `X.key` -> `X.config`."""
+    return key_file.with_suffix(".config")
+
+
+def write_public_config(path: Path, config: HpkeConfig) -> None:
+    """The config as one hex line (public: devices may ship it pinned), written atomically."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(config.encode().hex() + "\n")
+    os.replace(tmp, path)
+
+
+def read_public_config(path: Path) -> HpkeConfig:
+    """A published config (one hex line); OSError naming the file when it is not one."""
+    try:
+        text = path.read_text().strip()
+        return HpkeConfig.decode(bytes.fromhex(text))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise OSError(
+            f"{path} is not an HPKE config (one line: config id and X25519 public key in "
+            f"hex, 66 characters): {error}"
+        ) from None

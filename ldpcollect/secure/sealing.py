@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives import hpke, serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
 from ldpcollect.secure.hpke_seal import seal_base
+from ldpcollect.secure.share_binding import ShareBinding
 
 SUITE = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.AES_128_GCM)
 PUBLIC_KEY_SIZE = 32
@@ -35,7 +36,7 @@ ROLE_HELPER = 0x03
 ROLES = {ROLE_LEADER: "leader", ROLE_HELPER: "helper", ROLE_COLLECTOR: "collector"}
 
 INPUT_SHARE_LABEL = b"ldpcollect-secure-v1 input share"
-AGGREGATE_SHARE_LABEL = b"ldpcollect-secure-v1 aggregate share"
+AGGREGATE_SHARE_LABEL = b"ldpcollect-secure-v2 aggregate share"
 
 
 class SealingError(ValueError):
@@ -151,24 +152,25 @@ def open_input_share(
 # -- aggregator -> collector ------------------------------------------------------------
 
 
-def aggregate_share_info(role: int, query_id: str, round: int) -> bytes:
-    """The HPKE info binding an aggregate share to the aggregator that made it and its
-    (query, round)."""
+def aggregate_share_info(role: int, binding: ShareBinding) -> bytes:
+    """The HPKE info binding an aggregate share to the aggregator that made it and to what
+    the collector relies on: the query and its parameters, the report count and the noise
+    this aggregator added (`share_binding`)."""
     _check_role(role, (ROLE_LEADER, ROLE_HELPER))
-    digest = _metadata_digest(query_id.encode(), _round_bytes(round))
-    return AGGREGATE_SHARE_LABEL + bytes([role]) + digest
+    _round_bytes(binding.round)
+    return AGGREGATE_SHARE_LABEL + bytes([role]) + _metadata_digest(binding.encode())
 
 
 def seal_aggregate_share(
-    collector: HpkeConfig, role: int, query_id: str, round: int, plaintext: bytes
+    collector: HpkeConfig, role: int, binding: ShareBinding, plaintext: bytes
 ) -> bytes:
-    return _seal(collector, aggregate_share_info(role, query_id, round), plaintext)
+    return _seal(collector, aggregate_share_info(role, binding), plaintext)
 
 
 def open_aggregate_share(
-    collector: HpkeKeyPair, role: int, query_id: str, round: int, ciphertext: bytes
+    collector: HpkeKeyPair, role: int, binding: ShareBinding, ciphertext: bytes
 ) -> bytes:
-    return _open(collector, aggregate_share_info(role, query_id, round), ciphertext)
+    return _open(collector, aggregate_share_info(role, binding), ciphertext)
 
 
 # -- internals --------------------------------------------------------------------------

@@ -22,35 +22,36 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from ldpcollect.v1 import ldpcollect_pb2 as ldpcollect_dot_v1_dot_ldpcollect__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fldpcollect/v1/aggregation.proto\x12\rldpcollect.v1\"\x16\n\x14GetHpkeConfigRequest\"W\n\x15GetHpkeConfigResponse\x12\x13\n\x0bhpke_config\x18\x01 \x01(\x0c\x12\x13\n\x0borigin_name\x18\x02 \x01(\t\x12\x14\n\x0ctoken_issuer\x18\x03 \x01(\t\"\xd3\x01\n\x15ProvisionQueryRequest\x12\x10\n\x08query_id\x18\x01 \x01(\t\x12\x0c\n\x04vdaf\x18\x02 \x01(\t\x12\x0f\n\x07targets\x18\x03 \x01(\r\x12\x14\n\x0cupload_round\x18\x04 \x01(\r\x12\x12\n\nverify_key\x18\x05 \x01(\x0c\x12\x1d\n\x15\x63ollector_hpke_config\x18\x06 \x01(\x0c\x12\x13\n\x0bnoise_sigma\x18\x07 \x01(\t\x12\x14\n\x0ctoken_issuer\x18\x08 \x01(\t\x12\x15\n\rtoken_origins\x18\t \x03(\t\"\x18\n\x16ProvisionQueryResponse\"\x80\x01\n\x0cHelperReport\x12\x11\n\treport_id\x18\x01 \x01(\x0c\x12\x14\n\x0cpublic_share\x18\x02 \x01(\x0c\x12\x19\n\x11helper_ciphertext\x18\x03 \x01(\x0c\x12\x1d\n\x15leader_verifier_share\x18\x04 \x01(\x0c\x12\r\n\x05token\x18\x05 \x01(\x0c\"g\n\x15\x41ggregationJobRequest\x12\x10\n\x08query_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\x0c\x12,\n\x07reports\x18\x03 \x03(\x0b\x32\x1b.ldpcollect.v1.HelperReport\"\\\n\x0cHelperResult\x12\x11\n\treport_id\x18\x01 \x01(\x0c\x12\x18\n\x10verifier_message\x18\x02 \x01(\x0c\x12\x0f\n\x07refusal\x18\x03 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\"F\n\x16\x41ggregationJobResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.ldpcollect.v1.HelperResult\":\n\x15\x41ggregateShareRequest\x12\x10\n\x08query_id\x18\x01 \x01(\t\x12\x0f\n\x07reports\x18\x02 \x01(\x04\".\n\x16\x41ggregateShareResponse\x12\x14\n\x0csealed_share\x18\x01 \x01(\x0c\x32\xfc\x02\n\x06Helper\x12Z\n\rGetHpkeConfig\x12#.ldpcollect.v1.GetHpkeConfigRequest\x1a$.ldpcollect.v1.GetHpkeConfigResponse\x12]\n\x0eProvisionQuery\x12$.ldpcollect.v1.ProvisionQueryRequest\x1a%.ldpcollect.v1.ProvisionQueryResponse\x12X\n\tAggregate\x12$.ldpcollect.v1.AggregationJobRequest\x1a%.ldpcollect.v1.AggregationJobResponse\x12]\n\x0e\x41ggregateShare\x12$.ldpcollect.v1.AggregateShareRequest\x1a%.ldpcollect.v1.AggregateShareResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fldpcollect/v1/aggregation.proto\x12\rldpcollect.v1\x1a\x1eldpcollect/v1/ldpcollect.proto\"\x16\n\x14GetHpkeConfigRequest\"W\n\x15GetHpkeConfigResponse\x12\x13\n\x0bhpke_config\x18\x01 \x01(\x0c\x12\x13\n\x0borigin_name\x18\x02 \x01(\t\x12\x14\n\x0ctoken_issuer\x18\x03 \x01(\t\"\x99\x02\n\x15ProvisionQueryRequest\x12\x10\n\x08query_id\x18\x01 \x01(\t\x12\x0c\n\x04vdaf\x18\x02 \x01(\t\x12\x0f\n\x07targets\x18\x03 \x01(\r\x12\x14\n\x0cupload_round\x18\x04 \x01(\r\x12\x12\n\nverify_key\x18\x05 \x01(\x0c\x12\x1d\n\x15\x63ollector_hpke_config\x18\x06 \x01(\x0c\x12\x13\n\x0bnoise_sigma\x18\x07 \x01(\t\x12\x14\n\x0ctoken_issuer\x18\x08 \x01(\t\x12\x15\n\rtoken_origins\x18\t \x03(\t\x12\x13\n\x0bmin_reports\x18\n \x01(\x04\x12/\n\tmechanism\x18\x0b \x01(\x0b\x32\x1c.ldpcollect.v1.MechanismSpec\"-\n\x16ProvisionQueryResponse\x12\x13\n\x0bnoise_sigma\x18\x01 \x01(\t\"\x80\x01\n\x0cHelperReport\x12\x11\n\treport_id\x18\x01 \x01(\x0c\x12\x14\n\x0cpublic_share\x18\x02 \x01(\x0c\x12\x19\n\x11helper_ciphertext\x18\x03 \x01(\x0c\x12\x1d\n\x15leader_verifier_share\x18\x04 \x01(\x0c\x12\r\n\x05token\x18\x05 \x01(\x0c\"g\n\x15\x41ggregationJobRequest\x12\x10\n\x08query_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\x0c\x12,\n\x07reports\x18\x03 \x03(\x0b\x32\x1b.ldpcollect.v1.HelperReport\"\\\n\x0cHelperResult\x12\x11\n\treport_id\x18\x01 \x01(\x0c\x12\x18\n\x10verifier_message\x18\x02 \x01(\x0c\x12\x0f\n\x07refusal\x18\x03 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x04 \x01(\t\"F\n\x16\x41ggregationJobResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.ldpcollect.v1.HelperResult\":\n\x15\x41ggregateShareRequest\x12\x10\n\x08query_id\x18\x01 \x01(\t\x12\x0f\n\x07reports\x18\x02 \x01(\x04\"T\n\x16\x41ggregateShareResponse\x12\x14\n\x0csealed_share\x18\x01 \x01(\x0c\x12\x0f\n\x07reports\x18\x02 \x01(\x04\x12\x13\n\x0bnoise_sigma\x18\x03 \x01(\t2\xfc\x02\n\x06Helper\x12Z\n\rGetHpkeConfig\x12#.ldpcollect.v1.GetHpkeConfigRequest\x1a$.ldpcollect.v1.GetHpkeConfigResponse\x12]\n\x0eProvisionQuery\x12$.ldpcollect.v1.ProvisionQueryRequest\x1a%.ldpcollect.v1.ProvisionQueryResponse\x12X\n\tAggregate\x12$.ldpcollect.v1.AggregationJobRequest\x1a%.ldpcollect.v1.AggregationJobResponse\x12]\n\x0e\x41ggregateShare\x12$.ldpcollect.v1.AggregateShareRequest\x1a%.ldpcollect.v1.AggregateShareResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ldpcollect.v1.aggregation_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_GETHPKECONFIGREQUEST']._serialized_start=50
-  _globals['_GETHPKECONFIGREQUEST']._serialized_end=72
-  _globals['_GETHPKECONFIGRESPONSE']._serialized_start=74
-  _globals['_GETHPKECONFIGRESPONSE']._serialized_end=161
-  _globals['_PROVISIONQUERYREQUEST']._serialized_start=164
-  _globals['_PROVISIONQUERYREQUEST']._serialized_end=375
-  _globals['_PROVISIONQUERYRESPONSE']._serialized_start=377
-  _globals['_PROVISIONQUERYRESPONSE']._serialized_end=401
-  _globals['_HELPERREPORT']._serialized_start=404
-  _globals['_HELPERREPORT']._serialized_end=532
-  _globals['_AGGREGATIONJOBREQUEST']._serialized_start=534
-  _globals['_AGGREGATIONJOBREQUEST']._serialized_end=637
-  _globals['_HELPERRESULT']._serialized_start=639
-  _globals['_HELPERRESULT']._serialized_end=731
-  _globals['_AGGREGATIONJOBRESPONSE']._serialized_start=733
-  _globals['_AGGREGATIONJOBRESPONSE']._serialized_end=803
-  _globals['_AGGREGATESHAREREQUEST']._serialized_start=805
-  _globals['_AGGREGATESHAREREQUEST']._serialized_end=863
-  _globals['_AGGREGATESHARERESPONSE']._serialized_start=865
-  _globals['_AGGREGATESHARERESPONSE']._serialized_end=911
-  _globals['_HELPER']._serialized_start=914
-  _globals['_HELPER']._serialized_end=1294
+  _globals['_GETHPKECONFIGREQUEST']._serialized_start=82
+  _globals['_GETHPKECONFIGREQUEST']._serialized_end=104
+  _globals['_GETHPKECONFIGRESPONSE']._serialized_start=106
+  _globals['_GETHPKECONFIGRESPONSE']._serialized_end=193
+  _globals['_PROVISIONQUERYREQUEST']._serialized_start=196
+  _globals['_PROVISIONQUERYREQUEST']._serialized_end=477
+  _globals['_PROVISIONQUERYRESPONSE']._serialized_start=479
+  _globals['_PROVISIONQUERYRESPONSE']._serialized_end=524
+  _globals['_HELPERREPORT']._serialized_start=527
+  _globals['_HELPERREPORT']._serialized_end=655
+  _globals['_AGGREGATIONJOBREQUEST']._serialized_start=657
+  _globals['_AGGREGATIONJOBREQUEST']._serialized_end=760
+  _globals['_HELPERRESULT']._serialized_start=762
+  _globals['_HELPERRESULT']._serialized_end=854
+  _globals['_AGGREGATIONJOBRESPONSE']._serialized_start=856
+  _globals['_AGGREGATIONJOBRESPONSE']._serialized_end=926
+  _globals['_AGGREGATESHAREREQUEST']._serialized_start=928
+  _globals['_AGGREGATESHAREREQUEST']._serialized_end=986
+  _globals['_AGGREGATESHARERESPONSE']._serialized_start=988
+  _globals['_AGGREGATESHARERESPONSE']._serialized_end=1072
+  _globals['_HELPER']._serialized_start=1075
+  _globals['_HELPER']._serialized_end=1455
 # @@protoc_insertion_point(module_scope)

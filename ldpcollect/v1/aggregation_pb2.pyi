@@ -16,6 +16,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from ldpcollect.v1 import ldpcollect_pb2 as _ldpcollect_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -84,6 +85,8 @@ class ProvisionQueryRequest(_message.Message):
     NOISE_SIGMA_FIELD_NUMBER: _builtins.int
     TOKEN_ISSUER_FIELD_NUMBER: _builtins.int
     TOKEN_ORIGINS_FIELD_NUMBER: _builtins.int
+    MIN_REPORTS_FIELD_NUMBER: _builtins.int
+    MECHANISM_FIELD_NUMBER: _builtins.int
     query_id: _builtins.str
     vdaf: _builtins.str
     """"round" (Prio3SumVec bits = 1) or "sampling_pair"."""
@@ -98,8 +101,15 @@ class ProvisionQueryRequest(_message.Message):
     the challenge's origin_info (leader, helper). The helper checks the issuer is the one
     it accepts and its own origin name is listed.
     """
+    min_reports: _builtins.int
+    """What the helper checks against its own policy (`serve --role helper --min-batch ...`)
+    before it takes part: the query's minimum batch and its mechanism. A refusal is
+    FAILED_PRECONDITION naming the helper's rule, and the helper keeps nothing.
+    """
     @_builtins.property
     def token_origins(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def mechanism(self) -> _ldpcollect_pb2.MechanismSpec: ...
     def __init__(
         self,
         *,
@@ -112,10 +122,12 @@ class ProvisionQueryRequest(_message.Message):
         noise_sigma: _builtins.str = ...,
         token_issuer: _builtins.str = ...,
         token_origins: _abc.Iterable[_builtins.str] | None = ...,
+        min_reports: _builtins.int = ...,
+        mechanism: _ldpcollect_pb2.MechanismSpec | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["mechanism", b"mechanism"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["collector_hpke_config", b"collector_hpke_config", "noise_sigma", b"noise_sigma", "query_id", b"query_id", "targets", b"targets", "token_issuer", b"token_issuer", "token_origins", b"token_origins", "upload_round", b"upload_round", "vdaf", b"vdaf", "verify_key", b"verify_key"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["collector_hpke_config", b"collector_hpke_config", "mechanism", b"mechanism", "min_reports", b"min_reports", "noise_sigma", b"noise_sigma", "query_id", b"query_id", "targets", b"targets", "token_issuer", b"token_issuer", "token_origins", b"token_origins", "upload_round", b"upload_round", "vdaf", b"vdaf", "verify_key", b"verify_key"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -125,12 +137,19 @@ Global___ProvisionQueryRequest: _TypeAlias = ProvisionQueryRequest  # noqa: Y015
 class ProvisionQueryResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    NOISE_SIGMA_FIELD_NUMBER: _builtins.int
+    noise_sigma: _builtins.str
+    """The discrete Gaussian sigma the helper will add at release: the query's, raised to the
+    helper's own floor (empty: none).
+    """
     def __init__(
         self,
+        *,
+        noise_sigma: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["noise_sigma", b"noise_sigma"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -274,16 +293,27 @@ class AggregateShareResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     SEALED_SHARE_FIELD_NUMBER: _builtins.int
+    REPORTS_FIELD_NUMBER: _builtins.int
+    NOISE_SIGMA_FIELD_NUMBER: _builtins.int
     sealed_share: _builtins.bytes
-    """The helper's aggregate share plus its own noise, sealed to the collector."""
+    """The helper's aggregate share plus its own noise, sealed to the collector. The HPKE info
+    binds the query and its parameters as the helper was provisioned, the report count and
+    the noise sigma below (ldpcollect/secure/share_binding.py), so a leader that misstates
+    any of them to the collector is detected when the share does not open.
+    """
+    reports: _builtins.int
+    """Reports the helper aggregated, and the sigma it added (empty: none)."""
+    noise_sigma: _builtins.str
     def __init__(
         self,
         *,
         sealed_share: _builtins.bytes = ...,
+        reports: _builtins.int = ...,
+        noise_sigma: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["sealed_share", b"sealed_share"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["noise_sigma", b"noise_sigma", "reports", b"reports", "sealed_share", b"sealed_share"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

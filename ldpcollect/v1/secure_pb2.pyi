@@ -87,7 +87,10 @@ class SecureQuery(_message.Message):
     round pair (sent once, after round 2).
     """
     aggregated_reports: _builtins.int
-    """Reports both aggregators have verified and durably aggregated."""
+    """Progress (12-14) is the operator's: set by SecureAdmin.GetSecureQuery, always 0 from
+    SecureCollector (so no one can watch a device's report be aggregated or refused).
+    Reports both aggregators have verified and durably aggregated.
+    """
     pending_reports: _builtins.int
     """Reports the leader holds durably, not yet aggregated (waiting for the helper)."""
     refused_reports: _builtins.int
@@ -347,10 +350,18 @@ class CollectSharesResponse(_message.Message):
     HELPER_SHARE_FIELD_NUMBER: _builtins.int
     REPORTS_FIELD_NUMBER: _builtins.int
     CLAIMS_FIELD_NUMBER: _builtins.int
+    LEADER_NOISE_SIGMA_FIELD_NUMBER: _builtins.int
+    HELPER_NOISE_SIGMA_FIELD_NUMBER: _builtins.int
     leader_share: _builtins.bytes
     helper_share: _builtins.bytes
     reports: _builtins.int
     """Reports in the aggregate (the same at both aggregators)."""
+    leader_noise_sigma: _builtins.str
+    """The discrete Gaussian sigma each aggregator says it added (empty: none). Each is bound
+    into that aggregator's sealed share with the query's parameters and `reports`: the
+    collector opens a share only with the values its aggregator sealed it with.
+    """
+    helper_noise_sigma: _builtins.str
     @_builtins.property
     def query(self) -> Global___SecureQuery: ...
     @_builtins.property
@@ -368,11 +379,66 @@ class CollectSharesResponse(_message.Message):
         helper_share: _builtins.bytes = ...,
         reports: _builtins.int = ...,
         claims: _abc.Iterable[_ldpcollect_pb2.PrivacyClaim] | None = ...,
+        leader_noise_sigma: _builtins.str = ...,
+        helper_noise_sigma: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["query", b"query"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["claims", b"claims", "helper_share", b"helper_share", "leader_share", b"leader_share", "query", b"query", "reports", b"reports"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claims", b"claims", "helper_noise_sigma", b"helper_noise_sigma", "helper_share", b"helper_share", "leader_noise_sigma", b"leader_noise_sigma", "leader_share", b"leader_share", "query", b"query", "reports", b"reports"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CollectSharesResponse: _TypeAlias = CollectSharesResponse  # noqa: Y015
+
+@_typing.final
+class GetAggregatorConfigRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetAggregatorConfigRequest: _TypeAlias = GetAggregatorConfigRequest  # noqa: Y015
+
+@_typing.final
+class AggregatorConfig(_message.Message):
+    """An aggregator's own HPKE config, served by that aggregator (both roles, no token): a device
+    takes the helper's key from the helper (or from a copy pinned by the helper's operator),
+    never only from the leader's GetSecureQuery.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HPKE_CONFIG_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    MIN_BATCH_FIELD_NUMBER: _builtins.int
+    MIN_NOISE_SIGMA_FIELD_NUMBER: _builtins.int
+    hpke_config: _builtins.bytes
+    """config id byte || X25519 public key (33 bytes)."""
+    role: _builtins.str
+    """"leader" or "helper"."""
+    min_batch: _builtins.int
+    """The helper's policy, for audit (docs/secure-mode.md): the minimum batch it aggregates
+    before it releases anything and the minimum noise sigma it adds (empty: the query's).
+    """
+    min_noise_sigma: _builtins.str
+    def __init__(
+        self,
+        *,
+        hpke_config: _builtins.bytes = ...,
+        role: _builtins.str = ...,
+        min_batch: _builtins.int = ...,
+        min_noise_sigma: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hpke_config", b"hpke_config", "min_batch", b"min_batch", "min_noise_sigma", b"min_noise_sigma", "role", b"role"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AggregatorConfig: _TypeAlias = AggregatorConfig  # noqa: Y015

@@ -26,6 +26,78 @@ if _version_not_supported:
     )
 
 
+class AggregatorKeysStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.GetAggregatorConfig = channel.unary_unary(
+                '/ldpcollect.v1.AggregatorKeys/GetAggregatorConfig',
+                request_serializer=ldpcollect_dot_v1_dot_secure__pb2.GetAggregatorConfigRequest.SerializeToString,
+                response_deserializer=ldpcollect_dot_v1_dot_secure__pb2.AggregatorConfig.FromString,
+                _registered_method=True)
+
+
+class AggregatorKeysServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def GetAggregatorConfig(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_AggregatorKeysServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'GetAggregatorConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAggregatorConfig,
+                    request_deserializer=ldpcollect_dot_v1_dot_secure__pb2.GetAggregatorConfigRequest.FromString,
+                    response_serializer=ldpcollect_dot_v1_dot_secure__pb2.AggregatorConfig.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'ldpcollect.v1.AggregatorKeys', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('ldpcollect.v1.AggregatorKeys', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class AggregatorKeys:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def GetAggregatorConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ldpcollect.v1.AggregatorKeys/GetAggregatorConfig',
+            ldpcollect_dot_v1_dot_secure__pb2.GetAggregatorConfigRequest.SerializeToString,
+            ldpcollect_dot_v1_dot_secure__pb2.AggregatorConfig.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
 class SecureCollectorStub:
     """Missing associated documentation comment in .proto file."""
 

@@ -35,6 +35,28 @@ class _ServicerContext(_grpc.ServicerContext, _aio.ServicerContext):  # type: ig
 GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
+class AggregatorKeysStub:
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> AggregatorKeysAsyncStub: ...
+    GetAggregatorConfig: _grpc.UnaryUnaryMultiCallable[_secure_pb2.GetAggregatorConfigRequest, _secure_pb2.AggregatorConfig]
+
+@_typing.type_check_only
+class AggregatorKeysAsyncStub(AggregatorKeysStub):
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    GetAggregatorConfig: _aio.UnaryUnaryMultiCallable[_secure_pb2.GetAggregatorConfigRequest, _secure_pb2.AggregatorConfig]  # type: ignore[assignment]
+
+class AggregatorKeysServicer(metaclass=_abc_1.ABCMeta):
+    @_abc_1.abstractmethod
+    def GetAggregatorConfig(
+        self,
+        request: _secure_pb2.GetAggregatorConfigRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_secure_pb2.AggregatorConfig, _abc.Awaitable[_secure_pb2.AggregatorConfig]]: ...
+
+def add_AggregatorKeysServicer_to_server(servicer: AggregatorKeysServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+
 class SecureCollectorStub:
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...

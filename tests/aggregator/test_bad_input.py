@@ -12,6 +12,7 @@ import pytest
 from aggregator.server import AggregatorServer
 from ldpcollect.mechanisms import RandomizedResponse, SamplingPrivacy
 from ldpcollect.v1 import ldpcollect_pb2 as pb
+from ldpcollect.wire import MAX_DESCRIPTION_CHARS
 from tests.aggregator.conftest import ADMIN, Device, Harness, connect, expected_counts, make_config
 
 TARGETS = list(range(100, 110))  # 10 targets -> 2 bytes, 6 padding bits
@@ -296,3 +297,21 @@ async def test_admin_rpcs_need_the_token(harness: Harness) -> None:
     # Nothing was created; the right token works.
     listed = await a.ListQueries(request, metadata=ADMIN)
     assert list(listed.queries) == []
+
+
+async def test_a_description_is_bounded(small: Harness) -> None:
+    """Free text for people, not a place for megabytes (it is in every listing)."""
+    rr = RandomizedResponse("0.85", "0.3")
+    await small.create("long-enough", rr, TARGETS, description="d" * MAX_DESCRIPTION_CHARS)
+    await refused(
+        small.create("too-long", rr, TARGETS, description="d" * 500_000),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "description",
+        "500000 characters",
+    )
+    # Over CreateQuery's 1 MiB: refused before it is read.
+    await refused(
+        small.create("too-long", rr, TARGETS, description="d" * 3_900_000),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+    )
+    await refused(small.query("too-long"), grpc.StatusCode.NOT_FOUND)

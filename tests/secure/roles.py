@@ -15,6 +15,9 @@ from typing import TypeVar
 
 import grpc
 
+from client.secure_device import SecureDevice, fetch_query
+from client.secure_keys import fetch_helper_config
+from ldpcollect.secure.sealing import HpkeConfig
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
 from ldpcollect_cli.secure_serving import secure_ready_prefix
@@ -22,6 +25,7 @@ from tests.serving import cli_env
 
 ADMIN = "admin-token"
 PEER = "peer-token"
+ADMIN_AUTH = (("authorization", f"Bearer {ADMIN}"),)
 T = TypeVar("T")
 
 
@@ -78,11 +82,26 @@ class Pair:
     def channel(self) -> grpc.Channel:
         return grpc.insecure_channel(self.leader.address)
 
+    def helper_config(self) -> HpkeConfig:
+        """The helper's key as the helper itself publishes it."""
+        with grpc.insecure_channel(self.helper.address) as channel:
+            return fetch_helper_config(channel)
+
+    def device(self, channel: grpc.Channel, query_id: str) -> SecureDevice:
+        """A device for the query: the query from the leader, the helper's key from the
+        helper."""
+        return SecureDevice(fetch_query(channel, query_id), self.helper_config())
+
+
+# The tests' helper takes part in queries of any size (the default policy wants 100).
+SMALL_BATCHES = ("--min-batch", "1")
+
 
 @contextmanager
-def secure_pair(tmp_path: Path) -> Iterator[Pair]:
-    """A helper, then a leader pointed at it; both stopped (SIGTERM, exit 0) after."""
-    helper = Role("helper", tmp_path / "helper.db", "127.0.0.1:0")
+def secure_pair(tmp_path: Path, helper_args: tuple[str, ...] = SMALL_BATCHES) -> Iterator[Pair]:
+    """A helper (started with `helper_args`), then a leader pointed at it; both stopped
+    (SIGTERM, exit 0) after."""
+    helper = Role("helper", tmp_path / "helper.db", "127.0.0.1:0", extra=helper_args)
     helper.start()
     leader = Role("leader", tmp_path / "leader.db", "127.0.0.1:0", helper=helper.address)
     try:
@@ -111,11 +130,11 @@ def admin_stub(channel: grpc.Channel) -> spb_grpc.SecureAdminStub:
 
 
 def aggregated(channel: grpc.Channel, query_id: str) -> spb.SecureQuery:
-    """The query once nothing is pending at the leader."""
+    """The query once nothing is pending at the leader (progress is the admin's to see)."""
 
     def probe() -> spb.SecureQuery | None:
-        query = spb_grpc.SecureCollectorStub(channel).GetSecureQuery(
-            spb.GetSecureQueryRequest(query_id=query_id), timeout=30
+        query = spb_grpc.SecureAdminStub(channel).GetSecureQuery(
+            spb.GetSecureQueryRequest(query_id=query_id), metadata=ADMIN_AUTH, timeout=30
         )
         return None if query.pending_reports else query
 

@@ -12,7 +12,7 @@ import grpc
 
 from aggregator.secure.store import SecureStore
 from client.secure_collector import create_secure_query
-from client.secure_device import SecureDevice, fetch_query, upload
+from client.secure_device import upload
 from ldpcollect.mechanisms import mechanism_from_params
 from ldpcollect.secure.key_file import load_or_create_key_pair
 from ldpcollect.v1 import secure_pb2 as spb
@@ -66,7 +66,7 @@ def test_progress_polled_through_a_real_leader_never_shows_fewer_than_acknowledg
     collector = load_or_create_key_pair(tmp_path / "collector.key")
     with secure_pair(tmp_path) as pair, pair.channel() as channel:
         query = create_secure_query(channel, ADMIN, collector, RR, TARGETS, 1)
-        device = SecureDevice(fetch_query(channel, query.query_id))
+        device = pair.device(channel, query.query_id)
         rng = random.Random(30)
         batches = [
             [device.seal_measurement([rng.randrange(2) for _ in TARGETS]) for _ in range(40)]

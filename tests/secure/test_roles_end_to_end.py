@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from client.secure_collector import create_secure_query, release_secure_query
-from client.secure_device import SecureDevice, fetch_query, upload
+from client.secure_device import SecureDevice, upload
 from ldpcollect.mechanisms import mechanism_from_params
 from ldpcollect.secure.key_file import load_or_create_key_pair
 from ldpcollect.secure.sampling_pair import PRIO3_SAMPLING_PAIR
@@ -53,7 +53,7 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> HpkeKeyPair:
 def new_device(pair: Pair, collector: HpkeKeyPair, min_reports: int = 1) -> SecureDevice:
     with pair.channel() as channel:
         query = create_secure_query(channel, ADMIN, collector, RR, TARGETS, min_reports)
-        return SecureDevice(fetch_query(channel, query.query_id))
+        return pair.device(channel, query.query_id)
 
 
 def test_rr_counts_through_both_aggregators_are_exact(pair: Pair, collector: HpkeKeyPair) -> None:
@@ -75,11 +75,11 @@ def test_sp_pairs_count_only_honest_devices_and_a_lying_pair_counts_nothing(
 ) -> None:
     with pair.channel() as channel:
         query = create_secure_query(channel, ADMIN, collector, SP, TARGETS, 1)
-        device = SecureDevice(fetch_query(channel, query.query_id))
+        device = pair.device(channel, query.query_id)
         rng = random.Random(3)
         draws = [device.draw(rng.choice(TARGETS)) for _ in range(20)]
         honest = [device.seal(d) for d in draws]
-        liar = SecureDevice(device.query)
+        liar = SecureDevice(device.query, device.helper)
         liar.vdaf = lying_pair_vdaf(len(TARGETS))
         t = len(TARGETS)
         lies = [
@@ -113,10 +113,10 @@ def test_each_bad_upload_gets_its_status_and_counts_nothing(
     device = new_device(pair, collector)
     good = device.seal_measurement([1] * len(TARGETS))
     report = SecureReport.decode(good)
-    other_t = SecureDevice(device.query)
+    other_t = SecureDevice(device.query, device.helper)
     other_t.vdaf = answer_vdaf(len(TARGETS) + 3)
     stranger = generate_key_pair(report.leader_ciphertext[0] ^ 0xFF)
-    foreign = SecureDevice(device.query)
+    foreign = SecureDevice(device.query, device.helper)
     foreign.leader = stranger.config
     bad = {
         "tampered leader share": replaced(
@@ -192,7 +192,7 @@ def test_admin_needs_its_token_and_release_needs_min_reports_and_happens_once(
 def test_a_release_gives_each_noised_share_once(pair: Pair, collector: HpkeKeyPair) -> None:
     with pair.channel() as channel:
         query = create_secure_query(channel, ADMIN, collector, RR, TARGETS, 1, noise_sigma="2")
-        device = SecureDevice(fetch_query(channel, query.query_id))
+        device = pair.device(channel, query.query_id)
         upload(channel, [device.seal_measurement([1] * 6) for _ in range(5)])
         aggregated(channel, query.query_id)
         first = release_secure_query(channel, ADMIN, collector, query.query_id)
@@ -201,13 +201,13 @@ def test_a_release_gives_each_noised_share_once(pair: Pair, collector: HpkeKeyPa
     assert first.noise_variance_per_count > 2 * 3.9  # both aggregators' sigma^2 = 4
 
 
-def test_the_secure_ledger_refuses_over_budget_before_either_share_and_states_three_views(
+def test_the_secure_ledger_refuses_over_budget_before_either_share_and_states_the_views_honestly(
     tmp_path: Path, collector: HpkeKeyPair
 ) -> None:
     with secure_pair(tmp_path) as pair, pair.channel() as channel:
         stub = admin_stub(channel)
         query = create_secure_query(channel, ADMIN, collector, RR, TARGETS, 1, noise_sigma="2")
-        device = SecureDevice(fetch_query(channel, query.query_id))
+        device = pair.device(channel, query.query_id)
         upload(channel, [device.seal_measurement([0, 1] * 3) for _ in range(4)])
         aggregated(channel, query.query_id)
         stub.SetSecureBudget(pb.SetBudgetRequest(epsilon=0.01, delta=1e-6), metadata=AUTH)
@@ -221,6 +221,8 @@ def test_the_secure_ledger_refuses_over_budget_before_either_share_and_states_th
         ledger = stub.GetSecureLedger(pb.GetLedgerRequest(), metadata=AUTH)
     views = {claim.view: claim for claim in answer.claims}
     assert set(views) == {"aggregator", "collector+aggregator", "public"}
-    assert views["aggregator"].epsilon == 0.0
+    # once the release is public, one aggregator sees the counts through the other's noise
+    assert views["aggregator"].epsilon == views["collector+aggregator"].epsilon
+    assert "Once the estimates are public" in views["aggregator"].explanation
     assert 0 < views["public"].epsilon == views["collector+aggregator"].epsilon < float("inf")
     assert [entry.query_id for entry in ledger.entries][-1] == query.query_id

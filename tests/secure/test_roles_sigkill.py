@@ -11,12 +11,11 @@ import grpc
 import pytest
 
 from client.secure_collector import create_secure_query, release_secure_query
-from client.secure_device import SecureDevice, fetch_query
 from ldpcollect.mechanisms import mechanism_from_params
 from ldpcollect.secure.key_file import load_or_create_key_pair
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
-from tests.secure.roles import ADMIN, aggregated, secure_pair
+from tests.secure.roles import ADMIN, ADMIN_AUTH, aggregated, secure_pair
 
 TARGETS = [1, 2, 3, 4, 5]
 BATCH = 25
@@ -34,13 +33,14 @@ def test_sigkill_of_a_role_mid_upload_loses_nothing_acknowledged(
     with secure_pair(tmp_path) as pair:
         with pair.channel() as channel:
             query = create_secure_query(channel, ADMIN, collector, rr, TARGETS, 1)
-            device = SecureDevice(fetch_query(channel, query.query_id))
+            device = pair.device(channel, query.query_id)
         bodies = [device.seal_measurement(a) for a in answers]
         batches = [bodies[i : i + BATCH] for i in range(0, len(bodies), BATCH)]
         acknowledged: set[int] = set()
         role = pair.leader if victim == "leader" else pair.helper
         with pair.channel() as channel:
             stub = spb_grpc.SecureCollectorStub(channel)
+            admin = spb_grpc.SecureAdminStub(channel)
             for i in range(BATCHES // 2):
                 stub.UploadSecureReports(spb.UploadSecureReportsRequest(reports=batches[i]))
                 acknowledged.add(i)
@@ -64,13 +64,17 @@ def test_sigkill_of_a_role_mid_upload_loses_nothing_acknowledged(
                 for i in range(BATCHES // 2 + 3, BATCHES):
                     stub.UploadSecureReports(spb.UploadSecureReportsRequest(reports=batches[i]))
                     acknowledged.add(i)
-                held = stub.GetSecureQuery(spb.GetSecureQueryRequest(query_id=query.query_id))
+                held = admin.GetSecureQuery(
+                    spb.GetSecureQueryRequest(query_id=query.query_id), metadata=ADMIN_AUTH
+                )
                 assert held.pending_reports > 0
         role.start()
         with pair.channel() as channel:
             stub = spb_grpc.SecureCollectorStub(channel)
             # Acknowledged reports are all there: held or aggregated, none lost.
-            state = stub.GetSecureQuery(spb.GetSecureQueryRequest(query_id=query.query_id))
+            state = spb_grpc.SecureAdminStub(channel).GetSecureQuery(
+                spb.GetSecureQueryRequest(query_id=query.query_id), metadata=ADMIN_AUTH
+            )
             assert state.pending_reports + state.aggregated_reports >= BATCH * len(acknowledged)
             for i in range(BATCHES):  # the device retries everything (duplicates are acked)
                 done = stub.UploadSecureReports(spb.UploadSecureReportsRequest(reports=batches[i]))

@@ -3,6 +3,9 @@ was sealed for; configs and keys survive their encodings; bad input gets a preci
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import pytest
 
 from ldpcollect.secure.sealing import (
@@ -21,6 +24,7 @@ from ldpcollect.secure.sealing import (
     seal_aggregate_share,
     seal_input_share,
 )
+from ldpcollect.secure.share_binding import ShareBinding
 
 META = ("q1", 2, bytes(range(16)), b"public share")
 SECRET = b"an input share"
@@ -107,23 +111,40 @@ def test_roles_and_rounds_outside_their_ranges_are_refused(leader: HpkeKeyPair) 
         seal_input_share(leader.config, ROLE_LEADER, "q1", -1, b"r", b"", SECRET)
 
 
-def test_an_aggregate_share_opens_only_for_its_role_query_and_round() -> None:
+BINDING = ShareBinding("q1", 2, "sampling_pair", 6, 100, 'sp {"sampling_rate": "1/2"}', 140, "2")
+
+
+def test_an_aggregate_share_opens_only_for_its_role_and_everything_it_is_bound_to() -> None:
     collector = generate_key_pair(0)
-    sealed = seal_aggregate_share(collector.config, ROLE_HELPER, "q1", 2, b"agg")
-    assert open_aggregate_share(collector, ROLE_HELPER, "q1", 2, sealed) == b"agg"
-    for role, query, round_ in [
-        (ROLE_LEADER, "q1", 2),
-        (ROLE_HELPER, "q2", 2),
-        (ROLE_HELPER, "q1", 1),
-    ]:
+    sealed = seal_aggregate_share(collector.config, ROLE_HELPER, BINDING, b"agg")
+    assert open_aggregate_share(collector, ROLE_HELPER, BINDING, sealed) == b"agg"
+    with pytest.raises(SealingError, match="does not open"):
+        open_aggregate_share(collector, ROLE_LEADER, BINDING, sealed)
+    others: dict[str, Any] = {
+        "query_id": "q2",
+        "round": 1,
+        "vdaf": "round",
+        "targets": 7,
+        "min_reports": 1,
+        "mechanism": 'sp {"sampling_rate": "1/4"}',
+        "reports": 141,
+        "noise_sigma": "",
+    }
+    for name, value in others.items():
         with pytest.raises(SealingError, match="does not open"):
-            open_aggregate_share(collector, role, query, round_, sealed)
+            open_aggregate_share(collector, ROLE_HELPER, replace(BINDING, **{name: value}), sealed)
+
+
+def test_no_two_different_bindings_encode_alike() -> None:
+    shifted = replace(BINDING, query_id="q", vdaf="1sampling_pair")
+    assert shifted.encode() != BINDING.encode()
+    assert replace(BINDING, reports=0).encode() != replace(BINDING, min_reports=0).encode()
 
 
 def test_an_input_share_does_not_open_as_an_aggregate_share(leader: HpkeKeyPair) -> None:
     sealed = seal_input_share(leader.config, ROLE_LEADER, "q1", 2, b"", b"", SECRET)
     with pytest.raises(SealingError, match="does not open"):
-        open_aggregate_share(leader, ROLE_LEADER, "q1", 2, sealed)
+        open_aggregate_share(leader, ROLE_LEADER, BINDING, sealed)
 
 
 def test_configs_and_keys_survive_their_encodings(leader: HpkeKeyPair) -> None:

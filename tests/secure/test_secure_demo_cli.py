@@ -20,7 +20,8 @@ def test_secure_demo_json_has_the_demo_shape_and_three_views() -> None:
         assert 0.0 <= data["coverage_95"][name] <= 1.0
         assert data["rmse"][name] >= 0.0
         assert set(data["views"][name]) == {"aggregator", "collector+aggregator", "public"}
-        assert data["views"][name]["aggregator"]["epsilon"] == 0.0
+        views = data["views"][name]  # after a public release: through the other's noise
+        assert views["aggregator"]["epsilon"] == views["collector+aggregator"]["epsilon"]
     assert len(data["busiest"]) == 3
 
 

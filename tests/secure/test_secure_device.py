@@ -1,11 +1,13 @@
 """A device refuses a secure query without both aggregators' HPKE configs (or with one key
-twice): it must never seal a share to a missing or single party."""
+twice), and one whose copy of the helper's key is not the key the helper publishes: it must
+never seal a share to a missing or single party, or to a key the leader chose."""
 
 from __future__ import annotations
 
 import pytest
 
 from client.secure_device import MissingConfigs, SecureDevice, aggregator_configs
+from client.secure_keys import UntrustedAggregator
 from ldpcollect.mechanisms import RandomizedResponse
 from ldpcollect.secure.sealing import generate_key_pair
 from ldpcollect.secure.upload import SecureReport
@@ -31,19 +33,42 @@ def query(leader: bytes, helper: bytes) -> spb.SecureQuery:
     [
         (b"", HELPER.config.encode(), "no leader HPKE config"),
         (LEADER.config.encode(), b"", "no helper HPKE config"),
-        (LEADER.config.encode(), b"\x02short", "helper HPKE config is malformed"),
-        (LEADER.config.encode(), LEADER.config.encode(), "share one key"),
+        (b"\x02short", HELPER.config.encode(), "leader HPKE config is malformed"),
     ],
 )
 def test_a_device_refuses_a_query_without_two_aggregators_configs(
     leader: bytes, helper: bytes, words: str
 ) -> None:
     with pytest.raises(MissingConfigs, match=words):
-        aggregator_configs(query(leader, helper))
+        aggregator_configs(query(leader, helper), HELPER.config)
+
+
+def test_a_device_refuses_one_key_for_both_aggregators() -> None:
+    same = LEADER.config.encode()
+    with pytest.raises(MissingConfigs, match="share one key"):
+        aggregator_configs(query(same, same), LEADER.config)
+
+
+@pytest.mark.parametrize(
+    ("leaders_copy", "shown"),
+    [
+        (generate_key_pair(2).config.encode(), "config id 2"),  # same id, another key
+        (generate_key_pair(9).config.encode(), "config id 9"),
+        (b"\x02short", "6 bytes that are no config"),
+    ],
+)
+def test_a_device_refuses_when_the_leaders_copy_of_the_helper_key_is_not_the_helpers(
+    leaders_copy: bytes, shown: str
+) -> None:
+    with pytest.raises(UntrustedAggregator) as refused:
+        SecureDevice(query(LEADER.config.encode(), leaders_copy), HELPER.config)
+    words = str(refused.value)
+    assert f"helper's HPKE key ({shown}" in words
+    assert "is not the key the helper publishes (config id 2" in words
 
 
 def test_a_device_seals_for_the_query_round_and_both_configs() -> None:
-    device = SecureDevice(query(LEADER.config.encode(), HELPER.config.encode()))
+    device = SecureDevice(query(LEADER.config.encode(), HELPER.config.encode()), HELPER.config)
     report = SecureReport.decode(device.seal(device.draw(2)))
     assert (report.query_id, report.round) == ("q", 1)
     assert (report.leader_ciphertext[0], report.helper_ciphertext[0]) == (1, 2)

@@ -17,7 +17,7 @@ import grpc
 import pytest
 
 from client.secure_collector import create_secure_query, release_secure_query
-from client.secure_device import SecureDevice, fetch_query, report_challenge, upload
+from client.secure_device import SecureDevice, report_challenge, upload
 from client.tokens import Enrollment, IssuerClient
 from ldpcollect.admission.directory import DirectoryKey, IssuerDirectory
 from ldpcollect.admission.query_challenge import query_challenge
@@ -32,8 +32,9 @@ from ldpcollect.mechanisms import mechanism_from_params
 from ldpcollect.secure.key_file import load_or_create_key_pair
 from ldpcollect.secure.sealing import HpkeKeyPair
 from ldpcollect.v1 import secure_pb2 as spb
+from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
 from tests.admission.issuer_process import Issuing, enroll, issuing
-from tests.secure.roles import ADMIN, Pair, Role, aggregated
+from tests.secure.roles import ADMIN, ADMIN_AUTH, SMALL_BATCHES, Pair, Role, aggregated
 from tests.serving import run_cli
 
 TARGETS = [21, 22, 23, 24]
@@ -65,7 +66,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
             "helper",
             tmp / "helper.db",
             "127.0.0.1:0",
-            extra=("--token-directory", str(helper_directory)),
+            extra=("--token-directory", str(helper_directory), *SMALL_BATCHES),
         )
         helper.start()
         leader = Role(
@@ -89,7 +90,7 @@ def token_query(setup: Setup, channel: grpc.Channel, mechanism: object = RR) -> 
     created = create_secure_query(
         channel, ADMIN, setup.collector, mechanism, TARGETS, 1, require_tokens=True
     )
-    return SecureDevice(fetch_query(channel, created.query_id))
+    return setup.pair.device(channel, created.query_id)
 
 
 def spent_nonces(db: Path, query_id: str) -> set[bytes]:
@@ -241,12 +242,14 @@ def test_secure_simulate_fetches_a_token_per_device_and_the_release_counts_them(
     query = json.loads(created.stdout)
     assert query["require_tokens"] is True
     assert query["token_issuer"] == setup.issuer.address
+    helper = ("--helper", setup.pair.helper.address)
     without = run_cli(
-        ADMIN, "secure", "simulate", "-q", query["query_id"], "-n", "3", server=leader, ok=False
-    )
+        ADMIN, "secure", "simulate", "-q", query["query_id"], "-n", "3", *helper,
+        server=leader, ok=False,
+    )  # fmt: skip
     assert without.returncode != 0 and "--issuer" in without.stderr
     sent = run_cli(
-        ADMIN, "secure", "simulate", "-q", query["query_id"], "-n", "12",
+        ADMIN, "secure", "simulate", "-q", query["query_id"], "-n", "12", *helper,
         "--issuer", setup.issuer.address,
         "--enrollment-key", str(setup.issuer.state_dir / "enrollment.key"),
         server=leader,
@@ -262,7 +265,7 @@ def test_secure_simulate_fetches_a_token_per_device_and_the_release_counts_them(
 def test_creating_a_token_query_needs_a_token_directory_at_both(
     tmp_path: Path, setup: Setup
 ) -> None:
-    helper = Role("helper", tmp_path / "h.db", "127.0.0.1:0")
+    helper = Role("helper", tmp_path / "h.db", "127.0.0.1:0", extra=SMALL_BATCHES)
     helper.start()
     leader = Role(
         "leader",
@@ -331,7 +334,9 @@ def test_a_leader_restarted_without_its_directory_refuses_token_uploads(setup: S
             names = {code.value[0]: code.name for code in grpc.StatusCode}
             assert [names[r.code] for r in done.rejected] == ["UNAVAILABLE"]
             assert "--token-directory" in done.rejected[0].message
-            query = fetch_query(channel, device.query.query_id)
+            query = spb_grpc.SecureAdminStub(channel).GetSecureQuery(
+                spb.GetSecureQueryRequest(query_id=device.query.query_id), metadata=ADMIN_AUTH
+            )
             assert (query.pending_reports, query.aggregated_reports) == (0, 0)
     finally:
         leader.stop()

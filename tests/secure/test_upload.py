@@ -21,6 +21,7 @@ from ldpcollect.secure.sealing import (
     seal_aggregate_share,
     seal_input_share,
 )
+from ldpcollect.secure.share_binding import ShareBinding
 from ldpcollect.secure.upload import (
     BitsVdaf,
     Refusal,
@@ -238,8 +239,9 @@ def test_aggregate_shares_sealed_to_the_collector_unshard_to_the_counts(
     shares = []
     for role, outs in ((ROLE_LEADER, result.leader_out), (ROLE_HELPER, result.helper_out)):
         encoded = vdaf.encode_agg_share(aggregate(vdaf, outs))
-        sealed = seal_aggregate_share(collector.config, role, QUERY, 1, encoded)
-        opened = open_aggregate_share(collector, role, QUERY, 1, sealed)
+        binding = ShareBinding(QUERY, 1, "round", T, 30, "rr", 30, "")
+        sealed = seal_aggregate_share(collector.config, role, binding, encoded)
+        opened = open_aggregate_share(collector, role, binding, sealed)
         shares.append(vdaf.decode_agg_share(opened))
     assert unshard(vdaf, *shares) == [sum(column) for column in zip(*answers, strict=True)]
     # one aggregate share alone is not the counts (it is uniformly random)
