@@ -89,13 +89,9 @@ export async function sealDraw(info, answers, reportId, { rand, ikm } = {}) {
   return { report, shares, leaderInfo, helperInfo, leaderCt, helperCt, measurement: x };
 }
 
-/** The helper's HPKE config from the helper itself (its AggregatorKeys endpoint), checked to
- * come from a server that says it is the helper. Where the helper has no such endpoint, a
- * device ships the config its operator publishes (pinned) instead. */
+/** The helper's HPKE config from the helper itself (AggregatorKeys/GetAggregatorConfig),
+ * checked to come from a server that says it is the helper (section 8.1). */
 export async function fetchHelperConfig(address, credentials) {
-  if (!v1.AggregatorKeys) {
-    throw new Refused('this helper serves its key to its leader only: ship the config its operator publishes');
-  }
   const stub = new v1.AggregatorKeys(address, credentials);
   try {
     const answer = await unary(stub, 'GetAggregatorConfig', {});

@@ -11,7 +11,7 @@ import { v1 } from '../src/proto.mjs';
 import { unary } from '../src/retry.mjs';
 import { SeededRandom } from './helpers.mjs';
 import { checkAgainstTruth, gridBlock, placements } from './fleet.mjs';
-import { PEER, adminMetadata, makeCollectorKey, releaseSecure, serve, stop, tmpdir } from './servers.mjs';
+import { adminMetadata, makeCollectorKey, releaseSecure, serve, stop, tmpdir } from './servers.mjs';
 
 const COUNTS = [30, 25, 20, 15, 10, 10, 5, 5, 0];
 const OTHERS = 30;
@@ -34,15 +34,11 @@ before(async () => {
   stubs = {
     collector: new v1.SecureCollector(leader.address, credentials),
     admin: new v1.SecureAdmin(leader.address, credentials),
-    helper: new v1.Helper(helper.address, credentials),
   };
   collectorKey = path.join(dir, 'collector.key');
   collectorConfig = makeCollectorKey(collectorKey);
-  // Devices take the helper's key from the helper (where it serves devices), or ship the
-  // config its operator publishes (read here as its leader reads it).
-  helperConfig = v1.AggregatorKeys
-    ? await fetchHelperConfig(helper.address, credentials)
-    : (await unary(stubs.helper, 'GetHpkeConfig', {}, { metadata: adminMetadata(PEER) })).hpke_config;
+  // Devices take the helper's key from the helper itself, never from the leader alone.
+  helperConfig = await fetchHelperConfig(helper.address, credentials);
 });
 
 after(async () => {
@@ -106,4 +102,6 @@ test("a helper key that is not the helper's own is refused before anything is dr
   assert.equal(outcome.status, 'refused');
   assert.match(outcome.message, /not the helper's own/);
   assert.equal(device.state.queries['js-secure-pin'], undefined);
+  // Asking the leader for "the helper's key" is refused: it says it is the leader.
+  await assert.rejects(fetchHelperConfig(leader.address, grpc.credentials.createInsecure()), /says it is the leader/);
 });

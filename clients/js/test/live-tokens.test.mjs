@@ -6,12 +6,13 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import grpc from '@grpc/grpc-js';
 import { Device } from '../src/device.mjs';
+import { fetchHelperConfig } from '../src/secure.mjs';
 import { v1 } from '../src/proto.mjs';
 import { OS_RANDOM } from '../src/random.mjs';
 import { unary } from '../src/retry.mjs';
 import { IssuerClient } from '../src/tokens.mjs';
 import { gridBlock } from './fleet.mjs';
-import { PEER, adminMetadata, cli, makeCollectorKey, noBudget, serve, stop, tmpdir } from './servers.mjs';
+import { adminMetadata, cli, makeCollectorKey, noBudget, serve, stop, tmpdir } from './servers.mjs';
 
 let dir;
 let issuer;
@@ -82,8 +83,7 @@ test('two aggregators with tokens: a token bound to the query, its kind and both
     const credentials = grpc.credentials.createInsecure();
     const admin = new v1.SecureAdmin(leader.address, credentials);
     const collector = new v1.SecureCollector(leader.address, credentials);
-    const helperStub = new v1.Helper(helper.address, credentials);
-    const helperConfig = (await unary(helperStub, 'GetHpkeConfig', {}, { metadata: adminMetadata(PEER) })).hpke_config;
+    const helperConfig = await fetchHelperConfig(helper.address, credentials);
     const created = await unary(
       admin,
       'CreateSecureQuery',
@@ -125,7 +125,7 @@ test('two aggregators with tokens: a token bound to the query, its kind and both
       assert.ok(i < 600, 'the leader never finished aggregating');
       await new Promise((r) => setTimeout(r, 200));
     }
-    for (const stub of [admin, collector, helperStub]) stub.close();
+    for (const stub of [admin, collector]) stub.close();
   } finally {
     for (const role of roles.reverse()) assert.equal(await stop(role.proc), 0);
   }
