@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck pytest demo proto bench bench-mechanisms bench-ingest bench-held bench-release bench-overload bench-tokens bench-vdaf bench-accounting pilot bench-startup bench-secure bench-stores clean
+.PHONY: install test lint typecheck pytest js-test demo proto bench bench-mechanisms bench-ingest bench-held bench-release bench-overload bench-tokens bench-vdaf bench-accounting pilot bench-startup bench-secure bench-stores clean
 
 # The compiled VDAF kernels (setup.py).
 NATIVE_VDAF_SOURCES := $(wildcard ldpcollect/vdaf/native_c/*.c ldpcollect/vdaf/native_c/*.h)
@@ -43,7 +43,14 @@ pytest: install
 	@echo "==> pytest (hypothesis profile: $${HYPOTHESIS_PROFILE:-$$( [ "$${CI:-}" = true ] && echo ci || echo dev)}; about 2-3 minutes on 2 cores)"
 	$(BIN)/pytest -q --durations=5
 
-test: lint typecheck pytest
+# The JavaScript device (clients/js, docs/device-protocol.md): every conformance vector, and
+# JS fleets against live `ldpcollect serve` processes (this venv's Python). Needs node >= 20.
+js-test: install
+	@echo "==> JavaScript device: npm ci, node --test (vectors, live aggregators)"
+	cd clients/js && npm ci --no-audit --no-fund --ignore-scripts && \
+		LDPCOLLECT_PYTHON=$(abspath $(BIN)/python) npm test
+
+test: lint typecheck pytest js-test
 
 demo: install
 	$(BIN)/ldpcollect demo

@@ -17,7 +17,6 @@ it already). Permanent errors are returned in the outcome, never hidden.
 from __future__ import annotations
 
 import random
-import secrets
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -42,6 +41,7 @@ from client.tokens import IssuerClient, IssuerKey, report_challenge
 from ldpcollect.admission.tokens import TokenChallenge
 from ldpcollect.errors import ParameterError
 from ldpcollect.geo.coords import check_point
+from ldpcollect.randomness import OS_RANDOM, RandomSource
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import ldpcollect_pb2_grpc as pb_grpc
 from ldpcollect.v1 import secure_pb2 as spb
@@ -105,11 +105,13 @@ class Device:
         sleep: Callable[[float], None] = time.sleep,
         issuer: IssuerClient | None = None,
         helper_config: HelperConfigSource | None = None,
+        random_source: RandomSource = OS_RANDOM,
     ) -> None:
         """`issuer`: where this enrolled device gets admission tokens, for queries that
         require them (docs/admission.md). `helper_config`: the helper's HPKE config for a
         secure query, taken from the helper or a pinned copy, never only from the leader
-        (`client.secure_keys`)."""
+        (`client.secure_keys`). `random_source`: where the draw, pseudonym and report ids
+        come from (the OS CSPRNG; the conformance vectors replay given bytes)."""
         self.lat, self.lon = check_point(lat, lon)
         self.state = DeviceState.open(state_path, budget_epsilon, budget_delta)
         self.retry = retry or RetryPolicy()
@@ -118,6 +120,7 @@ class Device:
         self._sleep = sleep
         self.issuer = issuer
         self.helper_config = helper_config
+        self._random = random_source
 
     def participate(
         self,
@@ -356,7 +359,7 @@ class Device:
             )
         else:
             location = info.locate(self.lat, self.lon)
-            draw = info.mechanism.draw(location, info.targets)
+            draw = info.mechanism.draw(location, info.targets, self._random)
             record = QueryRecord(
                 query_id=info.query_id,
                 fingerprint=info.fingerprint,
@@ -364,8 +367,8 @@ class Device:
                 charge_epsilon=cost.epsilon,
                 charge_delta=cost.delta,
                 location_id=location,
-                pseudonym=secrets.token_bytes(KEY_BYTES),
-                report_ids=tuple(secrets.token_bytes(KEY_BYTES) for _ in range(draw.rounds)),
+                pseudonym=self._random.token_bytes(KEY_BYTES),
+                report_ids=tuple(self._random.token_bytes(KEY_BYTES) for _ in range(draw.rounds)),
                 draw=draw,
                 acked=[False] * draw.rounds,
             )

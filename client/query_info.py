@@ -11,6 +11,7 @@ from client.state import query_fingerprint
 from ldpcollect import geo, wire
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import Mechanism
+from ldpcollect.mechanisms.targets import validate_targets
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 
 # A device outside the area a scheme covers (the grid is regional) is in no target: it answers
@@ -31,7 +32,9 @@ class QueryInfo:
 
     @classmethod
     def from_proto(cls, query: pb.Query) -> QueryInfo:
-        """ParameterError when the published parameters are invalid (the device won't answer)."""
+        """ParameterError when the published parameters are invalid (the device won't answer):
+        the mechanism or its parameters, the location scheme, or the targets (none, more than
+        65,536, or one twice)."""
         scheme_text = wire.scheme_to_text(query.location_scheme)
         mechanism = wire.mechanism_from_proto(query.mechanism)
         return cls(
@@ -39,7 +42,7 @@ class QueryInfo:
             mechanism=mechanism,
             scheme_text=scheme_text,
             scheme=geo.scheme_from_text(scheme_text),
-            targets=tuple(int(t) for t in query.targets),
+            targets=validate_targets(int(t) for t in query.targets),
             rounds=mechanism.rounds,
             current_round=int(query.current_round),
             is_open=query.state == pb.QUERY_STATE_OPEN,

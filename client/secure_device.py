@@ -20,6 +20,7 @@ from ldpcollect.admission.query_challenge import secure_query_challenge
 from ldpcollect.admission.tokens import TokenChallenge
 from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms import DeviceDraw, Mechanism
+from ldpcollect.randomness import OS_RANDOM, RandomSource
 from ldpcollect.secure.query_vdaf import measurement, query_vdaf, vdaf_kind
 from ldpcollect.secure.sealing import HpkeConfig, SealingError
 from ldpcollect.secure.upload import REPORT_ID_SIZE, shard_report
@@ -64,13 +65,24 @@ class SecureDevice:
         self.kind = vdaf_kind(self.mechanism.name)
         self.vdaf = query_vdaf(self.kind, len(query.targets))
 
-    def draw(self, location_id: int) -> DeviceDraw:
+    def draw(self, location_id: int, source: RandomSource = OS_RANDOM) -> DeviceDraw:
         """The mechanism's draw, made once per device and kept for every round."""
-        return self.mechanism.draw(location_id, list(self.query.targets))
+        return self.mechanism.draw(location_id, list(self.query.targets), source)
 
-    def seal(self, draw: DeviceDraw, report_id: bytes | None = None) -> bytes:
+    def seal(
+        self,
+        draw: DeviceDraw,
+        report_id: bytes | None = None,
+        *,
+        rand: bytes | None = None,
+        ikm_e: tuple[bytes, bytes] | None = None,
+    ) -> bytes:
+        """The encoded SecureReport. `rand` (the VDAF's sharding randomness) and `ikm_e` (the
+        HPKE ephemeral keys' material) are fresh unless given, for conformance vectors."""
         rounds = [[int(b) for b in draw.answer_bits(r)] for r in range(1, draw.rounds + 1)]
-        return self.seal_measurement(measurement(self.kind, rounds), report_id)
+        return self.seal_measurement(
+            measurement(self.kind, rounds), report_id, rand=rand, ikm_e=ikm_e
+        )
 
     def fetch_token(self, issuer: IssuerClient) -> bytes:
         """One admission token for a report of this query (the issuer counts it against this
@@ -79,7 +91,14 @@ class SecureDevice:
         [token] = issuer.tokens(key, [report_challenge(key, self.query)])
         return token
 
-    def seal_measurement(self, values: Sequence[int], report_id: bytes | None = None) -> bytes:
+    def seal_measurement(
+        self,
+        values: Sequence[int],
+        report_id: bytes | None = None,
+        *,
+        rand: bytes | None = None,
+        ikm_e: tuple[bytes, bytes] | None = None,
+    ) -> bytes:
         report = shard_report(
             self.vdaf,
             self.leader,
@@ -88,7 +107,8 @@ class SecureDevice:
             self.query.upload_round,
             report_id or secrets.token_bytes(REPORT_ID_SIZE),
             values,
-            secrets.token_bytes(self.vdaf.rand_size),
+            secrets.token_bytes(self.vdaf.rand_size) if rand is None else rand,
+            ikm_e,
         )
         return report.encode()
 

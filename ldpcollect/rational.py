@@ -1,6 +1,7 @@
 """Exact rational probabilities: parsing, and Bernoulli draws that never compare floats.
 
-Device side: `csprng_bernoulli(Fraction(17, 20))` is `secrets.randbelow(20) < 17`.
+Device side: `csprng_bernoulli(Fraction(17, 20))` is `secrets.randbelow(20) < 17`, by the byte
+rule of `ldpcollect.randomness` (docs/device-protocol.md, "Drawing").
 Fleet side: `bernoulli_array` compares uniform 16-bit words from a numpy Generator against the
 first 16 bits of the binary expansion of the probability; a word equal to those bits (chance
 2**-16) is decided by the next 64 bits, and so on. The result is Bernoulli(x) exactly, for any
@@ -13,13 +14,13 @@ import decimal
 import math
 import numbers
 import re
-import secrets
 from fractions import Fraction
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ldpcollect.errors import ParameterError
+from ldpcollect.randomness import OS_RANDOM, RandomSource, bernoulli
 
 RationalLike = Fraction | str | int | float  # a float is read by its shortest repr
 
@@ -92,13 +93,9 @@ def probability(
     return x
 
 
-def csprng_bernoulli(x: Fraction) -> bool:
-    """True with probability exactly x, from the operating system's CSPRNG."""
-    if x <= 0:
-        return False
-    if x >= 1:
-        return True
-    return secrets.randbelow(x.denominator) < x.numerator
+def csprng_bernoulli(x: Fraction, source: RandomSource = OS_RANDOM) -> bool:
+    """True with probability exactly x, from the operating system's CSPRNG (or `source`)."""
+    return bernoulli(x, source)
 
 
 def _uint64_words(rng: np.random.Generator, n: int) -> NDArray[np.uint64]:

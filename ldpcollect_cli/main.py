@@ -24,6 +24,7 @@ MODULES = (
     "loadtest_command",
     "vdaf_command",
     "issuer_command",
+    "vectors_command",
 )
 COMMAND_MODULES = {
     "simulate": "simulate",
@@ -38,6 +39,7 @@ COMMAND_MODULES = {
     "loadtest": "loadtest_command",
     "vdaf": "vdaf_command",
     "issuer": "issuer_command",
+    "vectors": "vectors_command",
 }
 
 # (command or group, name, help) in the order the modules register them.
@@ -66,6 +68,7 @@ OVERVIEW: tuple[tuple[str, str, str], ...] = (
      "secure mode."),
     ("group", "issuer", "The token issuer: anonymous, rate-limited admission tokens for "
      "devices."),
+    ("group", "vectors", "Conformance vectors for implementations in other languages."),
 )  # fmt: skip
 
 app = typer.Typer(

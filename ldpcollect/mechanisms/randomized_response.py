@@ -34,6 +34,7 @@ from ldpcollect.mechanisms.targets import (
     validate_location,
     validate_targets,
 )
+from ldpcollect.randomness import OS_RANDOM, RandomSource
 from ldpcollect.rational import (
     RationalLike,
     bernoulli_array,
@@ -80,12 +81,15 @@ class RandomizedResponse:
         return log_upper(1 + p / denominator)
 
     # -- device half --------------------------------------------------------------------------
-    def draw(self, location_id: int, targets: Sequence[int]) -> DeviceDraw:
-        """One device's answers (CSPRNG, exact probabilities), decided once for the query."""
+    def draw(
+        self, location_id: int, targets: Sequence[int], source: RandomSource = OS_RANDOM
+    ) -> DeviceDraw:
+        """One device's answers (CSPRNG, exact probabilities), decided once for the query:
+        one Bernoulli per target, in target order (docs/device-protocol.md, "Drawing")."""
         location = validate_location(location_id)
         ts = validate_targets(targets)
         a1, a0 = self.yes_given_yes, self.yes_given_no
-        answer = [csprng_bernoulli(a1 if t == location else a0) for t in ts]
+        answer = [csprng_bernoulli(a1 if t == location else a0, source) for t in ts]
         return DeviceDraw(self.name, self.params(), len(ts), (bits.pack(answer),))
 
     # -- fleet half ---------------------------------------------------------------------------

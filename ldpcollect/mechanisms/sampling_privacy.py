@@ -9,7 +9,6 @@ and (Y2 - Y1)/s estimates n_t with variance n_t (1-s)/s, whatever the number of 
 from __future__ import annotations
 
 import math
-import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -35,6 +34,7 @@ from ldpcollect.mechanisms.targets import (
     validate_location,
     validate_targets,
 )
+from ldpcollect.randomness import OS_RANDOM, RandomSource
 from ldpcollect.rational import (
     RationalLike,
     bernoulli_array,
@@ -73,15 +73,19 @@ class SamplingPrivacy:
         return -log_lower(1 - self.sampling_rate)
 
     # -- device half --------------------------------------------------------------------------
-    def draw(self, location_id: int, targets: Sequence[int]) -> DeviceDraw:
-        """Both rounds' answers (CSPRNG, exact probabilities), decided once for the query."""
+    def draw(
+        self, location_id: int, targets: Sequence[int], source: RandomSource = OS_RANDOM
+    ) -> DeviceDraw:
+        """Both rounds' answers (CSPRNG, exact probabilities), decided once for the query:
+        round 1's packed bytes first, then (at a target only) the selection Bernoulli(s)
+        (docs/device-protocol.md, "Drawing")."""
         location = validate_location(location_id)
         ts = validate_targets(targets)
         n = len(ts)
-        round1 = bytearray(secrets.token_bytes(bits.packed_length(n)))
+        round1 = bytearray(source.token_bytes(bits.packed_length(n)))
         round1[-1] &= bits.padding_mask(n)
         round2 = bytearray(round1)
-        if location in ts and csprng_bernoulli(self.sampling_rate):
+        if location in ts and csprng_bernoulli(self.sampling_rate, source):
             i = ts.index(location)
             mask = 0x80 >> (i % 8)
             round1[i // 8] &= ~mask & 0xFF

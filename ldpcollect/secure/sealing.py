@@ -20,6 +20,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hpke, serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
+from ldpcollect.secure.hpke_seal import seal_base
 from ldpcollect.secure.share_binding import ShareBinding
 
 SUITE = hpke.Suite(hpke.KEM.X25519, hpke.KDF.HKDF_SHA256, hpke.AEAD.AES_128_GCM)
@@ -127,9 +128,12 @@ def seal_input_share(
     report_id: bytes,
     public_share: bytes,
     plaintext: bytes,
+    ikm_e: bytes | None = None,
 ) -> bytes:
+    """`ikm_e`: the ephemeral key's input keying material, given only to reproduce a
+    conformance vector (`hpke_seal`); None draws a fresh ephemeral key."""
     info = input_share_info(role, query_id, round, report_id, public_share)
-    return _seal(config, info, plaintext)
+    return _seal(config, info, plaintext, ikm_e)
 
 
 def open_input_share(
@@ -179,7 +183,9 @@ def config_id_of(ciphertext: bytes) -> int:
     return ciphertext[0]
 
 
-def _seal(config: HpkeConfig, info: bytes, plaintext: bytes) -> bytes:
+def _seal(config: HpkeConfig, info: bytes, plaintext: bytes, ikm_e: bytes | None = None) -> bytes:
+    if ikm_e is not None:
+        return bytes([config.config_id]) + seal_base(config.public_key, info, b"", plaintext, ikm_e)
     public_key = X25519PublicKey.from_public_bytes(config.public_key)
     return bytes([config.config_id]) + SUITE.encrypt(plaintext, public_key, info=info)
 

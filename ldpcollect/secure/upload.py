@@ -175,9 +175,11 @@ def shard_report(
     report_id: bytes,
     measurement: Sequence[int],
     rand: bytes,
+    ikm_e: tuple[bytes, bytes] | None = None,
 ) -> SecureReport:
     """Shard `measurement` (for a round: the 0/1 answer per target) and seal each input share
-    to its aggregator. `rand` is `vdaf.rand_size` fresh random bytes."""
+    to its aggregator. `rand` is `vdaf.rand_size` fresh random bytes; `ikm_e` (leader's,
+    helper's) fixes the HPKE ephemeral keys, for conformance vectors only."""
     if len(report_id) != REPORT_ID_SIZE:
         raise SecureFormatError(f"a report id is {REPORT_ID_SIZE} bytes, got {len(report_id)}")
     public, (leader_share, helper_share) = vdaf.shard_encoded(
@@ -189,8 +191,12 @@ def shard_report(
         round,
         report_id,
         public,
-        seal_input_share(leader, ROLE_LEADER, *meta, leader_share),
-        seal_input_share(helper, ROLE_HELPER, *meta, helper_share),
+        seal_input_share(
+            leader, ROLE_LEADER, *meta, leader_share, None if ikm_e is None else ikm_e[0]
+        ),
+        seal_input_share(
+            helper, ROLE_HELPER, *meta, helper_share, None if ikm_e is None else ikm_e[1]
+        ),
     )
 
 
