@@ -54,6 +54,18 @@ RULES: Final = (
     ),
 )
 
+# How gRPC's own transport failures begin. A status an ldpcollect server sent (say, a leader
+# whose helper is unreachable) begins with the server's own sentence and keeps it: its
+# details may quote the helper's transport error, which is not this client's connection.
+_TRANSPORT: Final = re.compile(
+    r"\s*(failed to connect to all addresses|connections to all backends failing|"
+    r"DNS resolution failed|Domain name not found|errors resolving|empty address list|"
+    r"Socket closed|Connection reset|Connection refused|Broken pipe|recvmsg|sendmsg|"
+    r"Ssl handshake|Handshake|Cancelling all calls|Deadline Exceeded|Failed parsing HTTP/2|"
+    r"Trying to connect an http1|ipv[46]:|unix:)",
+    re.IGNORECASE,
+)
+
 UNIMPLEMENTED_HINT: Final = (
     "the server at --server does not offer this ldpcollect service: is it the aggregator's "
     f"port, not the token issuer's or another service's? The aggregator's port is {_SERVE_HINT}"
@@ -65,6 +77,8 @@ def explain(code: str, details: str) -> str | None:
     if code == "UNIMPLEMENTED" and ("Method not found" in details or not details):
         return UNIMPLEMENTED_HINT
     if code not in ("UNAVAILABLE", "UNKNOWN", "DEADLINE_EXCEEDED"):
+        return None
+    if not _TRANSPORT.match(details):
         return None
     for pattern, template in RULES:
         if pattern.search(details):

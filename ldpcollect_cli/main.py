@@ -50,9 +50,12 @@ OVERVIEW: tuple[tuple[str, str, str], ...] = (
      "Plaintext unless\n--tls-cert/--tls-key are given (a warning says so when listening "
      "beyond loopback)."),
     ("command", "release", "Release a closed query's estimates (or show the release if it "
-     "already happened), or\nreload a saved one; optionally map and export it."),
-    ("command", "demo", "End to end: aggregator on SQLite, RR and SP queries, 20,000 devices, "
-     "releases, stop."),
+     "already happened), or\nreload a saved one; optionally map and export it. At a leader "
+     "(a secure query): close it,\ncollect both aggregators' noised shares and open them "
+     "with --collector-key."),
+    ("command", "demo", "End to end: RR at a trusted aggregator, SP on two aggregators "
+     "(leader and helper), one\nsimulated fleet, releases beside the truth, stop. --secure: "
+     "RR on two aggregators too."),
     ("command", "loadtest", "Send reports to a query at a fixed rate (or flat out) and "
      "measure: achieved rate,\nlatency percentiles from the intended send time, statuses, "
      "pushback; then check that the\naggregator counted exactly the acknowledged reports "

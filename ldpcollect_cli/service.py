@@ -41,7 +41,6 @@ from ldpcollect_cli.service_options import (
     Server,
     TlsCa,
     Token,
-    with_admin,
 )
 from ldpcollect_cli.service_render import (
     print_json,
@@ -242,6 +241,17 @@ def _print_queries(
     print_json(data[0] if single else data)
 
 
+def _no_secure_delete(client: SecureAdminClient) -> Any:
+    raise ParameterError(
+        "--query",
+        "a secure query",
+        "a query of a trusted aggregator",
+        "this server is the leader of two aggregators, whose queries cannot be deleted before "
+        "their release yet: close it and create a new query instead (nothing is released or "
+        "charged until `ldpcollect release`)",
+    )
+
+
 def _check_box(text: str, cells: int, scheme: str, accept: bool) -> None:
     """Print the box as understood; refuse one that looks given longitude first."""
     from ldpcollect_cli.box_check import Box, box_problem, describe
@@ -412,7 +422,9 @@ def query_delete(
                     "--yes", False, "given to delete without a terminal to confirm at"
                 )
             typer.confirm(f"Delete query {query} and every report it holds?", abort=True)
-        done = with_admin(server, admin_token, lambda admin: admin.delete(query), tls_ca)
+        done = with_either(
+            server, admin_token, tls_ca, lambda admin: admin.delete(query), _no_secure_delete
+        )
         if json_out:
             print_json({"deleted": query_json(done.query), "reports_deleted": done.reports_deleted})
             return

@@ -22,7 +22,13 @@ from client.device_vectors import HELPER_KEY, LEADER_KEY, compute, issuer_key
 from ldpcollect.admission.tokens import Token, verify_token
 from ldpcollect.randomness import ScriptedRandom, bernoulli, uniform_below
 from ldpcollect.secure.query_vdaf import query_vdaf
-from ldpcollect.secure.upload import SecureReport, unshard, verify_batch
+from ldpcollect.secure.upload import (
+    ReportRejected,
+    SecureReport,
+    aggregate,
+    unshard,
+    verify_batch,
+)
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from tests.serving import cli_env
 
@@ -87,8 +93,9 @@ def test_sealed_reports_verify_and_unshard_to_the_answers(name: str) -> None:
     vdaf = query_vdaf(expected["vdaf"]["kind"], n_targets)
     result = verify_batch(vdaf, LEADER_KEY, HELPER_KEY, secrets.token_bytes(32), [report])
     [leader_out], [helper_out] = result.leader_out, result.helper_out
-    assert isinstance(leader_out, list) and isinstance(helper_out, list)
-    counts = unshard(vdaf, leader_out, helper_out)
+    assert not isinstance(leader_out, ReportRejected), leader_out
+    assert not isinstance(helper_out, ReportRejected), helper_out
+    counts = unshard(vdaf, aggregate(vdaf, [leader_out]), aggregate(vdaf, [helper_out]))
     assert "".join(str(c) for c in counts) == "".join(expected["answer_bits"])
 
 
