@@ -82,9 +82,13 @@ class StoreCore:
         self._db = db
 
     def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        """Close the file once the call that holds the connection is done: a worker thread
+        still running a read when the server stops (`asyncio.to_thread` is not cancelled with
+        its task) must never find the connection closed under it (that crashed the process)."""
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
 
     def _locked(self, work: Callable[[], T]) -> T:
         with self._lock:
