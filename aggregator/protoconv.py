@@ -121,7 +121,7 @@ def ledger_to_proto(body: str | None) -> pb.Ledger:
         f"Claims are stated at delta {stored.reporting_delta:g} "
         + (
             "(the budget's delta)"
-            if ledger.mode == "zcdp"
+            if ledger.mode in ("zcdp", "renyi")
             else "(a fixed reporting delta: no (epsilon, delta) budget is set)"
         )
         + "; each entry keeps the delta in force when it was released. The filter charges zCDP "

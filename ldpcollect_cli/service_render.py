@@ -423,6 +423,8 @@ MODE_WORDS = {
     "none": "no budget set: releases are recorded, none refused",
     "zcdp": "zCDP filter (Feldman-Zrnic): releases are charged rho and refused past the budget",
     "pure": "pure epsilons summed (basic composition); refused past the budget",
+    "renyi": "Renyi filter (Feldman-Zrnic, at several orders): releases are charged the "
+    "fraction of the budget their Renyi curve uses and refused past it",
 }
 
 
@@ -468,7 +470,13 @@ def ledger_tables(ledger: pb.Ledger, width: int | None = None) -> list[Table]:
         f"(Bun-Steinke) at delta {ledger.reporting_delta:g}; rho {bound(ledger.spent_rho)} - "
         "the zCDP filter's own accounting, looser than the headline",
     )
-    if ledger.budget_mode and ledger.budget_mode != "none":
+    if ledger.budget_mode == "renyi":
+        summary.add_row(
+            "remaining as epsilon",
+            "- (the Renyi filter has no single epsilon left: see remaining, the fraction of "
+            "the budget still unused)",
+        )
+    elif ledger.budget_mode and ledger.budget_mode != "none":
         summary.add_row(
             "remaining as epsilon",
             f"{allowance(ledger.remaining_epsilon)}; rho {allowance(ledger.remaining_rho)}",
