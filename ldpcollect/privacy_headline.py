@@ -258,8 +258,10 @@ def ledger_headline(
     """Everything released so far, for the public: the odometer's reading (valid at any time,
     also when releases were chosen after seeing earlier ones), or the budget (epsilon, delta)
     when one filter admitted every release and that is smaller (a filter's budget holds for
-    everything it admits, chosen adaptively or not). Unbounded when some release has no finite
-    epsilon at the ledger's `delta`."""
+    everything it admits, chosen adaptively or not), or, while there is one release, that
+    release's own headline when smaller (nothing was chosen after seeing a result, so its own
+    bound is the whole loss; the ledger then says what the release said). Unbounded when some
+    release has no finite epsilon at the ledger's `delta`."""
     if not releases:
         return Headline(0.0, 0.0, False, "nothing released yet", "nothing released")
     publics = [next((c for c in r if c.get("view") == "public"), None) for r in releases]
@@ -285,6 +287,29 @@ def ledger_headline(
         return Headline(None, delta, True, words, "odometer", details)
     method = Detail("odometer_method", None, None, odometer_method) if odometer_method else None
     details = (method,) if method else ()
+    only = release_headline(releases[0]) if len(releases) == 1 else None
+    if (
+        only is not None
+        and only.epsilon is not None
+        and only.delta is not None
+        and only.delta <= odometer_delta
+        and only.epsilon < odometer_epsilon
+        and (budget is None or only.epsilon <= budget[0])
+    ):
+        words = (
+            f"for everything released so far, {bounded_words(only.epsilon, only.delta)} (the "
+            "one release's own bound: with a single release nothing was chosen after seeing "
+            "a result)"
+        )
+        odometer = Detail(
+            "odometer",
+            odometer_epsilon,
+            odometer_delta,
+            "the odometer's reading (valid however later releases are chosen; looser for one)",
+        )
+        return Headline(
+            only.epsilon, only.delta, False, words, "single_release", (odometer, *details)
+        )
     if budget is not None and budget[0] < odometer_epsilon and budget[1] <= odometer_delta:
         words = (
             f"for everything released so far, {bounded_words(budget[0], budget[1])} (the "

@@ -71,7 +71,7 @@ def test_ledger_headline_is_unbounded_while_a_release_reveals_devices() -> None:
     strong = as_json(release_claims(SamplingPrivacy("1/2"), 1, Fraction(5), 1e-6))
     headline = ledger_headline(2.0, 0.500001, "Renyi tiers", [strong, weak], 1e-6)
     assert headline.epsilon is None and headline.unbounded and "0.5" in headline.words
-    fine = ledger_headline(0.5, 1e-6, "Renyi tiers", [strong], 1e-6)
+    fine = ledger_headline(0.5, 1e-6, "Renyi tiers", [strong, strong], 1e-6)
     assert (fine.epsilon, fine.delta, fine.unbounded) == (0.5, 1e-6, False)
     assert ledger_headline(None, 1e-6, "", [], 1e-6).epsilon == 0.0
 
@@ -101,3 +101,30 @@ def test_a_filter_that_admitted_every_release_gives_the_ledger_its_budget() -> N
     for i in range(10):
         free.charge(f"q{i}", claims, "2025-01-01T00:00:00+00:00")
     assert free.summary()["epsilon"] == free.summary()["odometer"]["epsilon"]
+
+
+def test_one_release_gives_the_ledger_its_own_bound_and_a_second_the_odometer() -> None:
+    """With one release nothing was chosen after seeing a result: the ledger publishes what
+    the release published (SP, sigma 2, two targets: about 1.195 at 1e-6) instead of the
+    odometer's looser reading; from the second release on, the odometer (or the budget)."""
+    from ldpcollect.accounting.ledger import PrivacyLedger
+
+    claims = release_claims(SamplingPrivacy("1/2"), 2, Fraction(2), 1e-6)
+    own = release_headline(as_json(claims))
+    assert own.epsilon is not None
+    ledger = PrivacyLedger()
+    ledger.charge("q0", claims, "2025-01-01T00:00:00+00:00")
+    one = ledger.summary()
+    assert one["odometer"]["epsilon"] > own.epsilon
+    assert (one["epsilon"], one["delta"]) == (own.epsilon, own.delta)
+    assert one["privacy"]["method"] == "single_release"
+    ledger.charge("q1", claims, "2025-01-01T00:00:01+00:00")
+    two = ledger.summary()
+    assert two["epsilon"] == two["odometer"]["epsilon"] > own.epsilon
+    # Under a budget smaller than the one release's bound, the budget stays the headline.
+    tight = PrivacyLedger(1.0, 1e-6, filter="renyi")
+    small = release_claims(SamplingPrivacy("1/2"), 2, Fraction(5), 1e-6)
+    tight.charge("q0", small, "2025-01-01T00:00:00+00:00")
+    own_small = release_headline(as_json(small)).epsilon
+    assert own_small is not None
+    assert tight.summary()["epsilon"] == min(own_small, 1.0, tight.summary()["odometer"]["epsilon"])
