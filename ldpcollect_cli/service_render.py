@@ -329,11 +329,11 @@ def claims_table(claims: Sequence[pb.PrivacyClaim], title: str = "privacy cost")
         table.add_row(
             c.view,
             c.guarantee,
-            fmt(c.epsilon),
-            fmt(c.delta),
-            fmt(c.epsilon_bun_steinke),
-            fmt(c.rho) if c.HasField("rho") else "-",
-            fmt(c.pure_epsilon) if c.HasField("pure_epsilon") else "-",
+            bound(c.epsilon),
+            bound(c.delta),
+            bound(c.epsilon_bun_steinke),
+            bound(c.rho) if c.HasField("rho") else "-",
+            bound(c.pure_epsilon) if c.HasField("pure_epsilon") else "-",
         )
     return table
 
@@ -511,7 +511,7 @@ def ledger_tables(ledger: pb.Ledger, width: int | None = None) -> list[Table]:
         right = k >= 5
         releases.add_column(columns[k], justify="right" if right else "left", no_wrap=True)
     for entry in ledger.entries:
-        charged = fmt(entry.charged) if entry.HasField("charged") else "-"
+        charged = bound(entry.charged) if entry.HasField("charged") else "-"
         claims: list[pb.PrivacyClaim | None] = [*entry.claims] or [None]
         for i, c in enumerate(claims):
             head = (
@@ -526,11 +526,11 @@ def ledger_tables(ledger: pb.Ledger, width: int | None = None) -> list[Table]:
                     *head,
                     c.view,
                     c.guarantee,
-                    fmt(c.epsilon),
-                    fmt(c.epsilon_bun_steinke),
+                    bound(c.epsilon),
+                    bound(c.epsilon_bun_steinke),
                     f"{c.delta:g}",
-                    fmt(c.rho) if c.HasField("rho") else "-",
-                    fmt(c.pure_epsilon) if c.HasField("pure_epsilon") else "-",
+                    bound(c.rho) if c.HasField("rho") else "-",
+                    bound(c.pure_epsilon) if c.HasField("pure_epsilon") else "-",
                 ]
             releases.add_row(*(row[k] for k in kept))
     tables.append(releases)

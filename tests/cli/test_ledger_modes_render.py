@@ -43,3 +43,25 @@ def test_a_renyi_budget_states_no_infinite_epsilon_left_and_its_own_delta() -> N
     assert "fraction of the budget" in remaining_row
     assert any("(the budget's delta)" in note for note in notes)
     assert not any("no (epsilon, delta) budget is set" in note for note in notes)
+
+
+def test_the_ledger_and_claims_tables_round_every_loss_up() -> None:
+    """A loss of 0.81203 printed to 4 digits is 0.8121, never 0.812 (below the bound)."""
+    from ldpcollect.v1 import ldpcollect_pb2 as pb
+    from ldpcollect_cli.service_render import claims_table
+
+    claim = pb.PrivacyClaim(
+        view="public", guarantee="pure", epsilon=0.81203, delta=1e-6,
+        epsilon_bun_steinke=20.0501, rho=4.41801, pure_epsilon=5.19792,
+    )  # fmt: skip
+    ledger = pb.Ledger(budget_mode="none", currency="rho")
+    entry = ledger.entries.add(query_id="q", charged=0.25118)
+    entry.claims.append(claim)
+    console = Console(width=200, record=True, color_system=None)
+    for table in [*ledger_tables(ledger, 200), claims_table([claim])]:
+        console.print(table)
+    text = console.export_text()
+    for up in ("0.8121", "20.06", "4.419", "5.198", "0.2512"):
+        assert up in text, up
+    for below in ("0.812 ", "20.05", "4.418"):
+        assert below not in text, below
