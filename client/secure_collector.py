@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import grpc
 import numpy as np
 
 from ldpcollect.accounting.discrete_gaussian import discrete_gaussian_variance
+from ldpcollect.intervals import release_intervals
 from ldpcollect.mechanisms import Estimates, Mechanism
 from ldpcollect.secure.query_vdaf import query_vdaf, round_counts, vdaf_kind
 from ldpcollect.secure.sealing import (
@@ -169,9 +170,13 @@ def open_release(
     counts = [signed(x, modulus) for x in vdaf.merge(shares)]
     rows = round_counts(kind, counts, len(query.targets))
     variance = _noise_variance(answer.leader_noise_sigma, answer.helper_noise_sigma)
-    estimates = mechanism.estimate(
-        np.asarray(rows, dtype=np.int64), int(answer.reports), count_noise_variance=variance
-    )
+    table = np.asarray(rows, dtype=np.int64)
+    estimates = mechanism.estimate(table, int(answer.reports), count_noise_variance=variance)
+    # Exact 95% intervals, as the trusted release gives (the plug-in one undercovers small
+    # cells), through both aggregators' noise on every count.
+    sigmas = [Fraction(s) for s in (answer.leader_noise_sigma, answer.helper_noise_sigma) if s]
+    low, high = release_intervals(mechanism, table, int(answer.reports), sigmas)
+    estimates = replace(estimates, ci_low=low, ci_high=high)
     return SecureRelease(
         query, mechanism, rows, int(answer.reports), variance, estimates, list(answer.claims)
     )

@@ -22,6 +22,7 @@ only widens the interval: coverage stays >= 95%.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -57,14 +58,21 @@ class NoiseLaw:
     def discrete_gaussian(sigma: Fraction, copies: int) -> NoiseLaw:
         """The sum (or difference: the law is symmetric) of `copies` independent discrete
         Gaussians of this sigma."""
-        s = float(sigma)
-        wide = math.ceil(40 * s) + 5  # beyond 40 sigma: mass below e^-800
-        z = np.arange(-wide, wide + 1)
-        one = np.exp(-(z.astype(np.float64) ** 2) / (2 * s * s))
-        one /= one.sum()
-        law = one
-        for _ in range(copies - 1):
-            law = np.convolve(law, one)
+        return NoiseLaw.discrete_gaussians([sigma] * copies)
+
+    @staticmethod
+    def discrete_gaussians(sigmas: Sequence[Fraction]) -> NoiseLaw:
+        """The sum (or any signed sum: each law is symmetric) of independent discrete
+        Gaussians, one of each sigma (none: no noise)."""
+        if not sigmas:
+            return NoiseLaw.none()
+        law = np.ones(1)
+        for sigma in sigmas:
+            s = float(sigma)
+            wide = math.ceil(40 * s) + 5  # beyond 40 sigma: mass below e^-800
+            z = np.arange(-wide, wide + 1)
+            one = np.exp(-(z.astype(np.float64) ** 2) / (2 * s * s))
+            law = np.convolve(law, one / one.sum())
         span = (law.size - 1) // 2
         offsets = np.arange(-span, span + 1)
         above = np.concatenate([np.cumsum(law[::-1])[::-1], [0.0]])  # P(index >= i)
@@ -161,15 +169,30 @@ def exact_intervals(law: CountLaw, stat: Ints, level: float = LEVEL) -> tuple[In
     return np.minimum(low, high), high
 
 
-def sp_law(sampling_rate: Fraction, n: int, noise_sigma: Fraction | None) -> CountLaw:
-    noise = NoiseLaw.none() if noise_sigma is None else NoiseLaw.discrete_gaussian(noise_sigma, 2)
+CountNoise = Fraction | Sequence[Fraction] | None
+"""The noise on every released round count: one discrete Gaussian's sigma (the trusted
+aggregator's), one per aggregator that adds its own (secure mode), or None."""
+
+
+def count_sigmas(noise: CountNoise) -> list[Fraction]:
+    """The sigmas of the independent discrete Gaussians added to each round count."""
+    if noise is None:
+        return []
+    if isinstance(noise, Fraction):
+        return [noise] if noise else []
+    return [sigma for sigma in noise if sigma]
+
+
+def sp_law(sampling_rate: Fraction, n: int, noise_sigma: CountNoise) -> CountLaw:
+    """D = Y2 - Y1: each of the two rounds' counts carries its noise."""
+    noise = NoiseLaw.discrete_gaussians(count_sigmas(noise_sigma) * 2)
     return CountLaw(float(sampling_rate), 0.0, n, noise)
 
 
-def rr_law(flip1: Fraction, flip2: Fraction, n: int, noise_sigma: Fraction | None) -> CountLaw:
+def rr_law(flip1: Fraction, flip2: Fraction, n: int, noise_sigma: CountNoise) -> CountLaw:
     a1 = float(flip1 + (1 - flip1) * flip2)
     a0 = float((1 - flip1) * flip2)
-    noise = NoiseLaw.none() if noise_sigma is None else NoiseLaw.discrete_gaussian(noise_sigma, 1)
+    noise = NoiseLaw.discrete_gaussians(count_sigmas(noise_sigma))
     return CountLaw(a1, a0, n, noise)
 
 
@@ -180,11 +203,12 @@ def release_intervals(
     mechanism: Mechanism,
     round_counts: Ints,
     n_devices: int,
-    noise_sigma: Fraction | None,
+    noise_sigma: CountNoise,
     level: float = LEVEL,
 ) -> tuple[Floats, Floats]:
     """Exact intervals for every target of a release from its (noised) round counts, shaped
-    (rounds, targets); n_devices completed every round."""
+    (rounds, targets); n_devices completed every round. In secure mode each aggregator adds
+    its own noise to every count: pass both sigmas."""
     counts = np.asarray(round_counts, dtype=np.int64)
     if isinstance(mechanism, SamplingPrivacy):
         law = sp_law(mechanism.sampling_rate, n_devices, noise_sigma)

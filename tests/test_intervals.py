@@ -104,3 +104,30 @@ def test_release_intervals_hold_the_estimate_and_are_narrow_where_data_is() -> N
 def test_noise_window_leaves_out_at_most_its_stated_tail() -> None:
     law = NoiseLaw.discrete_gaussian(Fraction(2), 2)
     assert law.tail <= 1e-12 + 1e-15 and abs(law.pmf.sum() + law.tail - 1) < 1e-12
+
+
+@pytest.mark.parametrize("sigmas", [(Fraction(2), Fraction(2)), (Fraction(2), Fraction(3))])
+def test_intervals_through_two_aggregators_noise_cover_every_count(
+    sigmas: tuple[Fraction, Fraction],
+) -> None:
+    """Secure mode: each aggregator adds its own discrete Gaussian to every count (the
+    helper's floor may exceed the leader's sigma); SP's statistic carries four of them."""
+    noise = np.ones(1)
+    for sigma in sigmas:
+        noise = np.convolve(noise, noise_pmf(sigma, 1)[1])
+    noise = np.convolve(noise, noise)  # both rounds
+    offset = -(noise.size - 1) // 2
+
+    def pmf_of(count: int) -> tuple[int, np.ndarray]:
+        return offset, np.convolve(binom.pmf(np.arange(count + 1), count, 0.5), noise)
+
+    held = coverage(sp_law(Fraction(1, 2), 10_000, sigmas), pmf_of, offset, 200 - offset)
+    assert held.min() >= 0.95, (int(np.argmin(held)) + 1, held.min())
+    law = NoiseLaw.discrete_gaussians(sigmas)
+    assert law.tail <= 1e-12 + 1e-15 and abs(law.pmf.sum() + law.tail - 1) < 1e-12
+    # One sigma given alone, or as a one-item list, is the same law.
+    alone, listed = (
+        sp_law(Fraction(1, 2), 100, Fraction(2)),
+        sp_law(Fraction(1, 2), 100, [Fraction(2)]),
+    )
+    assert np.array_equal(alone.noise.pmf, listed.noise.pmf)

@@ -11,12 +11,15 @@ import csv
 import json
 import subprocess
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ldpcollect import geo
+from ldpcollect.intervals import release_intervals
+from ldpcollect.mechanisms import SamplingPrivacy
 from tests.secure.roles import ADMIN, Pair, secure_pair
 from tests.serving import run_cli, serving
 
@@ -116,6 +119,12 @@ def test_a_csv_fleet_runs_through_the_query_commands_and_releases_maps_and_files
         e["ci_low"] <= truth[e["location_id"]] <= e["ci_high"] for e in released["estimates"]
     )
     assert inside >= 0.7 * len(truth)  # 95% intervals; a loose floor for a few cells
+    # They are the exact intervals through both aggregators' noise (sigma 2 each), as a
+    # trusted release's are through its one noise, not the plug-in ones.
+    counts = np.array([e["round_counts"] for e in released["estimates"]], dtype=np.int64).T
+    low, high = release_intervals(SamplingPrivacy("0.5"), counts, DEVICES, [Fraction(2)] * 2)
+    assert [e["ci_low"] for e in released["estimates"]] == low.tolist()
+    assert [e["ci_high"] for e in released["estimates"]] == high.tolist()
     saved = tmp_path / "release.json"
     saved.write_text(json.dumps(released))
     again_map = cli("release", "--from-json", str(saved), "--map", str(tmp_path / "again.png"))
