@@ -62,7 +62,9 @@ class StudyRow:
     sqrt(trials) and `bias_z` = bias / bias_se. `sd_ratio_se` is the approximate relative
     standard error of an sd estimated from `trials` normal draws, 1 / sqrt(2 (trials - 1)), so
     `sd_ratio` should be within a few of those of 1. `coverage_95` is the fraction of trials
-    whose reported 95% interval contains the truth. `epsilon` (delta 0) is what one device's
+    whose plug-in 95% interval (estimate +- 1.96 standard errors) contains the truth; releases
+    print exact intervals instead (`ldpcollect.intervals`), too slow to draw for every trial of
+    randomized response over a billion devices. `epsilon` (delta 0) is what one device's
     reports for the query reveal to whoever holds them (the trusted aggregator); None with
     `unbounded` when there is no finite bound (Sampling Privacy: the linked rounds show the
     selection), `privacy` says it in words.

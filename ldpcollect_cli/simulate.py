@@ -167,7 +167,9 @@ def study_table(result: StudyResult) -> Table:
             f"{mechanisms}\n"
             f"ratio = empirical sd / predicted sd (se of the ratio {ratio_se:.3f}); "
             "bias z = bias / (sd / sqrt(trials)); "
-            "MAE = mean absolute error; cover95 = share of 95% intervals holding the truth"
+            "MAE = mean absolute error; cover95 = share of plug-in 95% intervals (estimate "
+            "+- 1.96 standard errors) holding the truth (releases print exact intervals, which "
+            "hold at least 95%: docs/privacy.md)"
         ),
     )
     headers = (
