@@ -22,6 +22,7 @@ from ldpcollect.mechanisms.registry import MECHANISM_PARAMS
 from ldpcollect.rational import parse_rational_text
 from ldpcollect.secure.sealing import HpkeConfig, SealingError
 from ldpcollect_cli.serving import ServeSettings, is_loopback, plaintext_warning
+from ldpcollect_cli.store_command import is_postgres_url
 
 ROLES = ("trusted", "leader", "helper")
 
@@ -199,7 +200,7 @@ def serve_secure_blocking(
             metrics += f", its key on port {server.public_port}"
         sys.stdout.write(
             f"{secure_ready_prefix(role)}{host}:{port} ({transport_name(base)}, db "
-            f"{server.store.path}, HPKE config id {key.config_id}{metrics})\n"
+            f"{server.store.name}, HPKE config id {key.config_id}{metrics})\n"
         )
         sys.stdout.write(f"HPKE config {key.encode().hex()} (devices may pin it)\n")
         if role == HELPER:
@@ -233,6 +234,10 @@ def serve_secure(
             (settings.tls_cert, settings.tls_key),
             "both PEM files (certificate and its private key) or neither",
         )
+    if settings.store is not None and not is_postgres_url(settings.store):
+        raise ParameterError(
+            "--store", settings.store, "a PostgreSQL URL: postgresql://USER@HOST:PORT/DB"
+        )
     if role == LEADER and not settings.admin_token:
         raise ParameterError(
             "admin token", "", "a non-empty token (--admin-token or LDPCOLLECT_ADMIN_TOKEN)"
@@ -246,6 +251,8 @@ def serve_secure(
         tls_cert=settings.tls_cert,
         tls_key=settings.tls_key,
         tls_client_ca=settings.tls_client_ca,
+        store_url=settings.store,
+        store_pool_size=settings.store_pool_size,
     )
     serve_secure_blocking(
         role, base, helper, peer, settings.token_directory, origin_name, policy, public_listen

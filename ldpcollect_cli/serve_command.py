@@ -134,7 +134,9 @@ def serve(
             envvar="LDPCOLLECT_STORE",
             help="postgresql://USER@HOST:PORT/DB: keep the state in PostgreSQL, shared by any "
             "number of replicas (instead of the SQLite file --db); the schema is created or "
-            "migrated at start (or ahead: `ldpcollect store migrate`).",
+            "migrated at start (or ahead: `ldpcollect store migrate`). With --role leader or "
+            "helper: that role's state and HPKE key pair, in a schema of the role's own "
+            "(ldpcollect_secure_leader or _helper), shared by the role's replicas.",
         ),
     ] = None,
     store_pool_size: Annotated[

@@ -20,7 +20,8 @@ from aggregator.errors import Unavailable
 from aggregator.secure.helper_client import HelperClient
 from aggregator.secure.metrics import SecureMetrics
 from aggregator.secure.queries import vdaf_of
-from aggregator.secure.store import RELEASED, HeldReport, SecureStore, StoredQuery
+from aggregator.secure.store import RELEASED, HeldReport, StoredQuery
+from aggregator.secure.store_api import SecureStoreApi
 from ldpcollect.secure.sealing import ROLE_LEADER
 from ldpcollect.secure.upload import (
     Prepared,
@@ -114,7 +115,7 @@ class AggregationDriver:
 
     def __init__(
         self,
-        store: SecureStore,
+        store: SecureStoreApi,
         helper: HelperClient,
         metrics: SecureMetrics,
         batch: int = 200,
