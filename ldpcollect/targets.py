@@ -35,14 +35,15 @@ def with_default_port(server: str) -> str:
     return server
 
 
-def split_addresses(server: str) -> list[tuple[str, int]]:
-    """(host, port) of each comma-separated `host:port` ([v6]:port for IPv6 literals)."""
+def split_addresses(server: str, option: str = "--server") -> list[tuple[str, int]]:
+    """(host, port) of each comma-separated `host:port` ([v6]:port for IPv6 literals);
+    `option` is what a refusal names."""
     addresses: list[tuple[str, int]] = []
     for part in server.split(","):
         host, _, port_text = part.strip().rpartition(":")
         host = host.strip("[]")
         if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-            raise ParameterError("--server", server, "host:port, or several: h1:p1,h2:p2")
+            raise ParameterError(option, server, "host:port, or several: h1:p1,h2:p2")
         addresses.append((host, int(port_text)))
     return addresses
 
@@ -54,7 +55,7 @@ def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return None
 
 
-def _resolve(host: str, port: int) -> list[str]:
+def _resolve(host: str, port: int, option: str) -> list[str]:
     """The IP addresses of `host` (a literal resolves to itself): its IPv4 addresses, or its
     IPv6 ones when it has none (one channel list holds one family)."""
     if _ip(host) is not None:
@@ -67,10 +68,10 @@ def _resolve(host: str, port: int) -> list[str]:
             error = str(exc)
             continue
         return list(dict.fromkeys(str(info[4][0]) for info in found))
-    raise ParameterError("--server", host, "a resolvable host name", error)
+    raise ParameterError(option, host, "a resolvable host name", error)
 
 
-def channel_target(server: str) -> tuple[str, list[tuple[str, str]]]:
+def channel_target(server: str, option: str = "--server") -> tuple[str, list[tuple[str, str]]]:
     """The gRPC target and channel options that spread calls over the addresses in `server`.
 
     One address stays a plain target (gRPC's DNS resolver finds every address of a name);
@@ -80,11 +81,11 @@ def channel_target(server: str) -> tuple[str, list[tuple[str, str]]]:
     options = [("grpc.service_config", ROUND_ROBIN)]
     if "," not in server:
         return with_default_port(server), options
-    addresses = split_addresses(server)
-    ips = [(ip, port) for host, port in addresses for ip in _resolve(host, port)]
+    addresses = split_addresses(server, option)
+    ips = [(ip, port) for host, port in addresses for ip in _resolve(host, port, option)]
     versions = {ipaddress.ip_address(ip).version for ip, _ in ips}
     if len(versions) != 1:
-        raise ParameterError("--server", server, "addresses of one IP family (all v4 or all v6)")
+        raise ParameterError(option, server, "addresses of one IP family (all v4 or all v6)")
     if versions == {4}:
         target = "ipv4:" + ",".join(f"{ip}:{port}" for ip, port in ips)
     else:

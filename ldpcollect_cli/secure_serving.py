@@ -21,6 +21,7 @@ from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms.registry import MECHANISM_PARAMS
 from ldpcollect.rational import parse_rational_text
 from ldpcollect.secure.sealing import HpkeConfig, SealingError
+from ldpcollect.targets import split_addresses
 from ldpcollect_cli.serving import ServeSettings, is_loopback, plaintext_warning
 from ldpcollect_cli.store_command import is_postgres_url
 
@@ -113,7 +114,7 @@ def check_peer_channel(
         plaintext, address = peer.helper_tls_ca is None, helper
     else:
         plaintext, address = not base.tls, base.listen
-    if not plaintext or is_loopback(address):
+    if not plaintext or all(is_loopback(part) for part in address.split(",")):
         return
     if not peer.insecure:
         option = "--helper-tls-ca" if role == LEADER else "--tls-cert/--tls-key"
@@ -162,6 +163,7 @@ def serve_secure_blocking(
     if role == LEADER:
         if not helper:
             raise ParameterError("--helper", "", "the helper's HOST:PORT (--role leader)")
+        split_addresses(helper, "--helper")  # HOST:PORT, or several helper replicas'
     elif helper:
         raise ParameterError("--helper", helper, "given only with --role leader")
     _check_role_options(role, peer, policy)

@@ -86,7 +86,12 @@ def serve(
         ),
     ] = "trusted",
     helper: Annotated[
-        str | None, typer.Option("--helper", help="Leader: the helper's HOST:PORT.")
+        str | None,
+        typer.Option(
+            "--helper",
+            help="Leader: the helper's HOST:PORT, or its replicas' (H1:P1,H2:P2: jobs are "
+            "spread over them and a job whose helper is down goes to another).",
+        ),
     ] = None,
     peer_token: Annotated[
         str,

@@ -50,6 +50,7 @@ from aggregator.server import ensure_port_free, server_credentials
 from aggregator.until_signal import serve_until_signal
 from ldpcollect.secure.key_file import public_config_path, write_public_config
 from ldpcollect.secure.sealing import HpkeKeyPair
+from ldpcollect.targets import channel_target
 from ldpcollect.v1 import aggregation_pb2 as apb
 from ldpcollect.v1 import secure_pb2 as spb
 
@@ -138,15 +139,18 @@ class SecureServer:
 
     def _helper_channel(self) -> grpc.aio.Channel:
         assert self.config.helper is not None
+        # Several helper replicas (h1:p1,h2:p2) share the jobs (client-side round_robin); a
+        # job whose helper is down is retried on another.
+        target, options = channel_target(self.config.helper, "--helper")
         if self.config.helper_tls_ca is None:
-            return grpc.aio.insecure_channel(self.config.helper)
+            return grpc.aio.insecure_channel(target, options=options)
         ca = Path(self.config.helper_tls_ca).read_bytes()
         if self.config.peer_identity is None:
             credentials = grpc.ssl_channel_credentials(ca)
         else:
             cert, key = (path.read_bytes() for path in self.config.peer_identity)
             credentials = grpc.ssl_channel_credentials(ca, private_key=key, certificate_chain=cert)
-        return grpc.aio.secure_channel(self.config.helper, credentials)
+        return grpc.aio.secure_channel(target, credentials, options=options)
 
     async def start(self) -> int:
         base = self.config.base

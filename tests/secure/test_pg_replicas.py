@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
+import pytest
 
 from client.secure_collector import create_secure_query, release_secure_query
 from client.secure_device import SecureDevice, fetch_query
@@ -24,6 +25,7 @@ from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
 from tests.secure.roles import ADMIN, ADMIN_AUTH, SMALL_BATCHES, Role, aggregated
+from tests.serving import run_cli
 
 TARGETS = [1, 2, 3, 4, 5]
 BATCH = 25
@@ -34,8 +36,9 @@ RR = mechanism_from_params("rr", {"flip1": "0.85", "flip2": "0.3"})
 def replicas(
     tmp_path: Path, url: str, helpers: int, leaders: int
 ) -> Iterator[tuple[list[Role], list[Role]]]:
-    """`helpers` helper replicas, then `leaders` leader replicas (leader i uses helper
-    i mod helpers), all on `url`; those still running are stopped (SIGTERM, exit 0) after."""
+    """`helpers` helper replicas, then `leaders` leader replicas (each given every helper:
+    `--helper h1:p1,h2:p2`), all on `url`; those still running are stopped (SIGTERM, exit 0)
+    after."""
     store = ("--store", url)
     started: list[Role] = []
     try:
@@ -43,8 +46,8 @@ def replicas(
             role = Role("helper", tmp_path / f"h{i}.db", "127.0.0.1:0", extra=SMALL_BATCHES + store)
             role.start()
             started.append(role)
+        helper = ",".join(role.address for role in started)
         for i in range(leaders):
-            helper = started[i % helpers].address
             role = Role("leader", tmp_path / f"l{i}.db", "127.0.0.1:0", helper, extra=store)
             role.start()
             started.append(role)
@@ -107,34 +110,36 @@ def test_two_leaders_and_two_helpers_count_every_report_once(
     assert len(ledger.entries) == 1  # charged once, whichever leader released
 
 
-def test_sigkill_of_a_leader_replica_under_load_loses_nothing_acknowledged(
-    tmp_path: Path, fresh_postgres_url: str
+@pytest.mark.parametrize("victim", ["leader", "helper"])
+def test_sigkill_of_a_replica_under_load_loses_nothing_acknowledged(
+    tmp_path: Path, fresh_postgres_url: str, victim: str
 ) -> None:
-    """Two device threads upload to both leaders; one leader is SIGKILLed part way; a batch
-    it did not acknowledge is sent again to the other (same bytes). Every report is counted
-    exactly once, in the release through the survivor."""
+    """Two device threads upload, one to each leader; a third of the way through, one leader
+    replica (or one helper replica) is SIGKILLed. A batch the dead leader did not acknowledge
+    is sent again to the other (same bytes); jobs the dead helper had are retried on the
+    other helper. Every report is counted exactly once, in the release."""
     collector = load_or_create_key_pair(tmp_path / "collector.key")
     rng = random.Random(26)
     answers = [[rng.randrange(2) for _ in TARGETS] for _ in range(BATCH * 24)]
-    with replicas(tmp_path, fresh_postgres_url, helpers=1, leaders=2) as (leaders, helpers):
-        victim, survivor = leaders
+    with replicas(tmp_path, fresh_postgres_url, helpers=2, leaders=2) as (leaders, helpers):
+        survivor = leaders[1]
+        killed = leaders[0] if victim == "leader" else helpers[0]
         with grpc.insecure_channel(survivor.address) as channel:
             query = create_secure_query(channel, ADMIN, collector, RR, TARGETS, 1)
         device = device_for(survivor, helpers, query.query_id)
         bodies = [device.seal_measurement(a) for a in answers]
         batches = [bodies[i : i + BATCH] for i in range(0, len(bodies), BATCH)]
-        kill_after = len(batches) // 3
         sent = threading.Semaphore(0)
-        acknowledged_by_victim: list[int] = []
+        acknowledged_by_first: list[int] = []
         retried: list[int] = []
         lock = threading.Lock()
 
         def upload(indices: list[int]) -> None:
             with (
-                grpc.insecure_channel(victim.address) as to_victim,
+                grpc.insecure_channel(leaders[0].address) as to_first,
                 grpc.insecure_channel(survivor.address) as to_survivor,
             ):
-                stubs = [spb_grpc.SecureCollectorStub(c) for c in (to_victim, to_survivor)]
+                stubs = [spb_grpc.SecureCollectorStub(c) for c in (to_first, to_survivor)]
                 for i in indices:
                     request = spb.UploadSecureReportsRequest(reports=batches[i])
                     try:
@@ -142,8 +147,8 @@ def test_sigkill_of_a_leader_replica_under_load_loses_nothing_acknowledged(
                         assert list(done.rejected) == []
                         if i % 2 == 0:
                             with lock:
-                                acknowledged_by_victim.append(i)
-                    except grpc.RpcError:  # the victim is gone: the device retries elsewhere
+                                acknowledged_by_first.append(i)
+                    except grpc.RpcError:  # the leader is gone: the device retries elsewhere
                         with lock:
                             retried.append(i)
                         done = stubs[1].UploadSecureReports(request, timeout=30)
@@ -155,15 +160,32 @@ def test_sigkill_of_a_leader_replica_under_load_loses_nothing_acknowledged(
         ]
         for worker in workers:
             worker.start()
-        for _ in range(kill_after):
+        for _ in range(len(batches) // 3):
             sent.acquire()
-        victim.kill()
+        killed.kill()
         for worker in workers:
             worker.join(timeout=120)
-        assert acknowledged_by_victim  # the victim did acknowledge some before it died
-        assert retried  # and refused others: sent again to the survivor
+        assert acknowledged_by_first  # the first leader acknowledged some
+        assert bool(retried) == (victim == "leader")  # and, killed, refused the others
         with grpc.insecure_channel(survivor.address) as channel:
             final = aggregated(channel, query.query_id)
             assert (final.aggregated_reports, final.refused_reports) == (len(answers), 0)
             released = release_secure_query(channel, ADMIN, collector, query.query_id)
     assert released.round_counts == expected(answers)
+
+
+@pytest.mark.parametrize("role", ["leader", "helper"])
+def test_serve_names_a_bad_or_unreachable_store(tmp_path: Path, role: str) -> None:
+    """The trusted server's validation and messages, for either role."""
+    base = ["serve", "--role", role, "--db", str(tmp_path / "x.db"), "--listen", "127.0.0.1:0"]
+    base += ["--peer-token", "p"] + (["--helper", "127.0.0.1:1"] if role == "leader" else [])
+    bad = run_cli(ADMIN, *base, "--store", "mysql://x/y", ok=False)
+    assert bad.returncode == 2
+    assert "--store must be a PostgreSQL URL: postgresql://USER@HOST:PORT/DB" in bad.stderr
+    url = "postgresql://someone:secret@127.0.0.1:1/nowhere"
+    down = run_cli(ADMIN, *base, "--store", url, ok=False)
+    assert down.returncode == 1
+    assert "cannot use the PostgreSQL database postgresql://someone:***@127.0.0.1:1/nowhere" in (
+        down.stderr
+    )
+    assert "secret" not in down.stderr + down.stdout
