@@ -85,14 +85,24 @@ def _job_key(job_id: bytes) -> int:
     return zlib.crc32(job_id) - (1 << 31)
 
 
-def migrate(conn: Conn, schema: str) -> list[int]:
-    """Create or upgrade `schema`'s secure tables; the versions applied now."""
+def _scripts() -> list[tuple[int, str]]:
     files = resources.files("aggregator.secure").joinpath("schema")
-    known = sorted(
+    return sorted(
         (int(entry.name[len("secure_pg_v") : -len(".sql")]), entry.read_text("utf-8"))
         for entry in files.iterdir()
         if entry.name.startswith("secure_pg_v") and entry.name.endswith(".sql")
     )
+
+
+def schema_versions() -> list[int]:
+    """The secure schema versions this ldpcollect ships."""
+    return [version for version, _ in _scripts()]
+
+
+def migrate(conn: Conn, schema: str) -> list[int]:
+    """Create or upgrade `schema`'s secure tables (replicas starting together: one applies
+    each version, the others wait, then find it done); the versions applied now."""
+    known = _scripts()
     applied_now: list[int] = []
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_MIGRATION_LOCK, schema))

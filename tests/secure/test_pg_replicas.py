@@ -7,6 +7,7 @@ resumed by the other)."""
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from collections.abc import Iterator
@@ -189,3 +190,18 @@ def test_serve_names_a_bad_or_unreachable_store(tmp_path: Path, role: str) -> No
         down.stderr
     )
     assert "secret" not in down.stderr + down.stdout
+
+
+def test_store_migrate_creates_a_roles_schema_once(fresh_postgres_url: str) -> None:
+    first = run_cli(ADMIN, "store", "migrate", "--store", fresh_postgres_url, "--role", "leader")
+    assert first.stdout == "applied ldpcollect_secure_leader version(s) 1; now at 1\n"
+    again = run_cli(
+        ADMIN, "store", "migrate", "--store", fresh_postgres_url, "--role", "leader", "--json"
+    )
+    assert json.loads(again.stdout) == {
+        "schema": "ldpcollect_secure_leader",
+        "schema_version": 1,
+        "applied": [],
+    }
+    bad = run_cli(ADMIN, "store", "migrate", "--store", fresh_postgres_url, "--role", "x", ok=False)
+    assert bad.returncode == 2 and "--role must be trusted, leader or helper" in bad.stderr
