@@ -90,6 +90,7 @@ def _migrate_secure(url: str, json_out: bool, role: str) -> None:
     import psycopg
 
     from aggregator.secure.pg_store import ROLE_SCHEMAS, migrate, schema_versions
+    from aggregator.store.pg_migrations import SchemaTooNew
     from aggregator.store.postgres import DatabaseUnreachable
 
     if role not in ROLE_SCHEMAS:
@@ -98,7 +99,7 @@ def _migrate_secure(url: str, json_out: bool, role: str) -> None:
     try:
         with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
             applied = migrate(conn, schema)
-    except (psycopg.Error, RuntimeError) as exc:
+    except (psycopg.Error, SchemaTooNew) as exc:
         raise DatabaseUnreachable(url, exc) from None
     version = max(schema_versions())
     if json_out:

@@ -58,6 +58,7 @@ from aggregator.secure.store_core import (
     StoredQuery,
     UploadOutcome,
 )
+from aggregator.store.pg_migrations import SchemaTooNew
 from aggregator.store.postgres import DatabaseUnreachable, shown_url
 from ldpcollect.secure.sealing import HpkeKeyPair, generate_key_pair
 
@@ -115,7 +116,7 @@ def migrate(conn: Conn, schema: str) -> list[int]:
         applied = {int(r[0]) for r in conn.execute("SELECT version FROM secure_migrations")}
         newest = max(version for version, _ in known)
         if applied and max(applied) > newest:
-            raise RuntimeError(
+            raise SchemaTooNew(
                 f"the database's {schema} has secure schema version {max(applied)}, newer "
                 f"than this ldpcollect knows ({newest}): upgrade ldpcollect on this replica"
             )
@@ -149,19 +150,20 @@ class PostgresSecureStore:
     # -- connections --------------------------------------------------------------------------
     def open(self) -> None:
         """Migrate and connect; an unusable database raises `DatabaseUnreachable` naming it."""
+        pool: ConnectionPool[Conn] = ConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=self.pool_size,
+            kwargs=self._kwargs,
+            timeout=self.connect_timeout_s,
+            open=False,
+        )
         try:
             with psycopg.connect(self.url, **self._kwargs) as conn:
                 migrate(conn, self.schema)
-            pool: ConnectionPool[Conn] = ConnectionPool(
-                self.url,
-                min_size=1,
-                max_size=self.pool_size,
-                kwargs=self._kwargs,
-                timeout=self.connect_timeout_s,
-                open=False,
-            )
             pool.open(wait=True, timeout=self.connect_timeout_s)
-        except (psycopg.Error, PoolTimeout, RuntimeError) as exc:
+        except (psycopg.Error, PoolTimeout, SchemaTooNew) as exc:
+            pool.close()
             raise DatabaseUnreachable(self.url, exc) from None
         self._pool = pool
 

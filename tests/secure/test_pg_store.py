@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+import psycopg
 import pytest
 
 from aggregator.errors import AlreadyExists, FailedPrecondition, NotFound, Unavailable
@@ -317,3 +318,16 @@ def test_helper_replicas_record_a_job_once(fresh_postgres_url: str) -> None:
     finally:
         h1.close()
         h2.close()
+
+
+def test_a_schema_from_a_newer_ldpcollect_is_refused(fresh_postgres_url: str) -> None:
+    store = PostgresSecureStore(fresh_postgres_url, "helper")
+    store.open()
+    store.close()
+    with psycopg.connect(fresh_postgres_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO ldpcollect_secure_helper.secure_migrations VALUES (99)")
+    with pytest.raises(DatabaseUnreachable, match="secure schema version 99, newer than"):
+        PostgresSecureStore(fresh_postgres_url, "helper").open()
+    other = PostgresSecureStore(fresh_postgres_url, "leader")
+    other.open()  # another role's schema: fine
+    other.close()
