@@ -473,8 +473,22 @@ class PostgresSecureStore:
             self._locks.close()
             self._locks, self._held = None, set()
         if self._locks is None:
-            self._locks = psycopg.connect(self.url, **self._kwargs)
+            self._locks = psycopg.connect(self.url, **self._claims_kwargs())
         return self._locks
+
+    def _claims_kwargs(self) -> dict[str, Any]:
+        """TCP keepalives both ways on the claims' connection: its session, and the jobs'
+        locks with it, must end within about 25 s when this replica's host dies or is cut off
+        (the server would otherwise notice only after the kernel's 2-hour default)."""
+        probes = "-c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3"
+        return {
+            **self._kwargs,
+            "options": f"{self._kwargs['options']} {probes}",
+            "keepalives": 1,
+            "keepalives_idle": 10,
+            "keepalives_interval": 5,
+            "keepalives_count": 3,
+        }
 
     def _try_lock(self, job_id: bytes) -> bool:
         """Claim `job_id` for this store (True also when it holds it already)."""

@@ -249,6 +249,8 @@ def test_a_dead_replicas_job_is_resumed_with_the_same_id_and_reports(
         # a's own driver gets its job back after a failed attempt (not busy any more)
         again = a.claim_job("q", 20, b"M" * 16)
         assert again is not None and again[0] == b"J" * 16
+        assert a._locks is not None  # its claims' session ends within ~25 s if its host dies
+        assert a._locks.execute("SHOW tcp_keepalives_idle").fetchone() == ("10",)
         a.close()  # its session ends, as when the process is SIGKILLed
         resumed = None
         for _ in range(200):  # the server ends the session (and its locks) a moment later
