@@ -185,6 +185,11 @@ class AggregationDriver:
                 self._busy.add(job_id)
             try:
                 await self.run_job(query, job_id, held)
+            except BaseException:
+                # Another replica (on a shared store) may drive it meanwhile, say with a
+                # helper this one cannot reach; it stays held, with the same id and reports.
+                self.store.let_go(job_id)
+                raise
             finally:
                 self._busy.discard(job_id)
             return True

@@ -520,6 +520,11 @@ class PostgresSecureStore:
                         "SELECT pg_advisory_unlock(%s, %s)", (_JOB_LOCKS, _job_key(job_id))
                     )
 
+    def let_go(self, job_id: bytes) -> None:
+        """Release the job's claim (its attempt failed, e.g. no helper answered): any
+        replica, this one included, may claim it again with the same id and reports."""
+        self._unlock(job_id)
+
     @staticmethod
     def _job_reports(conn: Conn, query_id: str, job_id: bytes) -> list[HeldReport]:
         return [

@@ -77,6 +77,11 @@ class SecureStoreApi(Protocol):
         merge: Callable[[bytes], bytes],
     ) -> None: ...
 
+    def let_go(self, job_id: bytes) -> None:
+        """This process stops driving the job (its attempt failed): another replica may take
+        it, with the same id and reports."""
+        ...
+
     def pending(self, query_id: str | None = None) -> dict[str, int]: ...
 
     # -- helper: jobs, seen report ids, spent nonces

@@ -333,3 +333,16 @@ def test_a_schema_from_a_newer_ldpcollect_is_refused(fresh_postgres_url: str) ->
     other = PostgresSecureStore(fresh_postgres_url, "leader")
     other.open()  # another role's schema: fine
     other.close()
+
+
+def test_a_job_let_go_after_a_failed_attempt_is_taken_by_another_replica(
+    stores: tuple[PostgresSecureStore, PostgresSecureStore],
+) -> None:
+    a, b = stores
+    a.create_query("q", PARAMS, b"k" * 32, ZERO)
+    a.hold_reports("q", [(bytes([i]) * 16, b"r", b"s", b"") for i in range(5)])
+    job = a.claim_job("q", 10, b"J" * 16)
+    assert job is not None and b.claim_job("q", 10, b"K" * 16) is None
+    a.let_go(job[0])  # e.g. it reached no helper
+    assert b.claim_job("q", 10, b"K" * 16) == job
+    assert a.claim_job("q", 10, b"L" * 16) is None  # b holds it now
