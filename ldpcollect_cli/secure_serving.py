@@ -21,7 +21,9 @@ from ldpcollect.errors import ParameterError
 from ldpcollect.mechanisms.registry import MECHANISM_PARAMS
 from ldpcollect.rational import parse_rational_text
 from ldpcollect.secure.sealing import HpkeConfig, SealingError
+from ldpcollect.targets import split_addresses
 from ldpcollect_cli.serving import ServeSettings, is_loopback, plaintext_warning
+from ldpcollect_cli.store_command import is_postgres_url
 
 ROLES = ("trusted", "leader", "helper")
 
@@ -112,7 +114,7 @@ def check_peer_channel(
         plaintext, address = peer.helper_tls_ca is None, helper
     else:
         plaintext, address = not base.tls, base.listen
-    if not plaintext or is_loopback(address):
+    if not plaintext or all(is_loopback(part) for part in address.split(",")):
         return
     if not peer.insecure:
         option = "--helper-tls-ca" if role == LEADER else "--tls-cert/--tls-key"
@@ -161,6 +163,7 @@ def serve_secure_blocking(
     if role == LEADER:
         if not helper:
             raise ParameterError("--helper", "", "the helper's HOST:PORT (--role leader)")
+        split_addresses(helper, "--helper")  # HOST:PORT, or several helper replicas'
     elif helper:
         raise ParameterError("--helper", helper, "given only with --role leader")
     _check_role_options(role, peer, policy)
@@ -199,7 +202,7 @@ def serve_secure_blocking(
             metrics += f", its key on port {server.public_port}"
         sys.stdout.write(
             f"{secure_ready_prefix(role)}{host}:{port} ({transport_name(base)}, db "
-            f"{server.store.path}, HPKE config id {key.config_id}{metrics})\n"
+            f"{server.store.name}, HPKE config id {key.config_id}{metrics})\n"
         )
         sys.stdout.write(f"HPKE config {key.encode().hex()} (devices may pin it)\n")
         if role == HELPER:
@@ -233,6 +236,10 @@ def serve_secure(
             (settings.tls_cert, settings.tls_key),
             "both PEM files (certificate and its private key) or neither",
         )
+    if settings.store is not None and not is_postgres_url(settings.store):
+        raise ParameterError(
+            "--store", settings.store, "a PostgreSQL URL: postgresql://USER@HOST:PORT/DB"
+        )
     if role == LEADER and not settings.admin_token:
         raise ParameterError(
             "admin token", "", "a non-empty token (--admin-token or LDPCOLLECT_ADMIN_TOKEN)"
@@ -246,6 +253,8 @@ def serve_secure(
         tls_cert=settings.tls_cert,
         tls_key=settings.tls_key,
         tls_client_ca=settings.tls_client_ca,
+        store_url=settings.store,
+        store_pool_size=settings.store_pool_size,
     )
     serve_secure_blocking(
         role, base, helper, peer, settings.token_directory, origin_name, policy, public_listen

@@ -86,7 +86,12 @@ def serve(
         ),
     ] = "trusted",
     helper: Annotated[
-        str | None, typer.Option("--helper", help="Leader: the helper's HOST:PORT.")
+        str | None,
+        typer.Option(
+            "--helper",
+            help="Leader: the helper's HOST:PORT, or its replicas' (H1:P1,H2:P2: jobs are "
+            "spread over them and a job whose helper is down goes to another).",
+        ),
     ] = None,
     peer_token: Annotated[
         str,
@@ -134,7 +139,9 @@ def serve(
             envvar="LDPCOLLECT_STORE",
             help="postgresql://USER@HOST:PORT/DB: keep the state in PostgreSQL, shared by any "
             "number of replicas (instead of the SQLite file --db); the schema is created or "
-            "migrated at start (or ahead: `ldpcollect store migrate`).",
+            "migrated at start (or ahead: `ldpcollect store migrate`). With --role leader or "
+            "helper: that role's state and HPKE key pair, in a schema of the role's own "
+            "(ldpcollect_secure_leader or _helper), shared by the role's replicas.",
         ),
     ] = None,
     store_pool_size: Annotated[

@@ -1,4 +1,5 @@
-"""`ldpcollect store migrate`: create or upgrade the PostgreSQL schema ahead of time.
+"""`ldpcollect store migrate`: create or upgrade the PostgreSQL schema ahead of time (the
+trusted aggregator's, or with `--role leader|helper` a secure role's, in its own schema).
 `ldpcollect store backup`: a consistent copy of a SQLite store, running or not.
 
 Replicas apply missing schema versions themselves when they start (one at a time, under an
@@ -39,15 +40,28 @@ StoreUrl = Annotated[
 ]
 
 
+Role = Annotated[
+    str,
+    typer.Option(
+        "--role",
+        help="Whose tables: trusted (the default), or a secure-mode leader's or helper's "
+        "(their own schema, ldpcollect_secure_leader or ldpcollect_secure_helper).",
+    ),
+]
+
+
 @store_app.command("migrate")
-def migrate_command(store: StoreUrl, json_out: Json = False) -> None:
+def migrate_command(store: StoreUrl, role: Role = "trusted", json_out: Json = False) -> None:
     """Bring the database's ldpcollect schema to this version (a no-op when it is)."""
-    guarded(lambda: _migrate(store, json_out))
+    guarded(lambda: _migrate(store, json_out, role))
 
 
-def _migrate(url: str, json_out: bool) -> None:
+def _migrate(url: str, json_out: bool, role: str = "trusted") -> None:
     if not is_postgres_url(url):
         raise ParameterError("--store", url, "a PostgreSQL URL: postgresql://USER@HOST:PORT/DB")
+    if role != "trusted":
+        _migrate_secure(url, json_out, role)
+        return
     import psycopg
 
     from aggregator.store.pg_migrations import SchemaTooNew, migrate, migrations
@@ -70,6 +84,30 @@ def _migrate(url: str, json_out: bool) -> None:
         print(f"applied schema version(s) {', '.join(map(str, applied))}; now at {version}")
     else:
         print(f"schema already at version {version}; nothing to do")
+
+
+def _migrate_secure(url: str, json_out: bool, role: str) -> None:
+    import psycopg
+
+    from aggregator.secure.pg_store import ROLE_SCHEMAS, migrate, schema_versions
+    from aggregator.store.pg_migrations import SchemaTooNew
+    from aggregator.store.postgres import DatabaseUnreachable
+
+    if role not in ROLE_SCHEMAS:
+        raise ParameterError("--role", role, "trusted, leader or helper")
+    schema = ROLE_SCHEMAS[role]
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            applied = migrate(conn, schema)
+    except (psycopg.Error, SchemaTooNew) as exc:
+        raise DatabaseUnreachable(url, exc) from None
+    version = max(schema_versions())
+    if json_out:
+        print(json.dumps({"schema": schema, "schema_version": version, "applied": applied}))
+    elif applied:
+        print(f"applied {schema} version(s) {', '.join(map(str, applied))}; now at {version}")
+    else:
+        print(f"{schema} already at version {version}; nothing to do")
 
 
 @store_app.command("backup")

@@ -14,7 +14,7 @@ from aggregator.release import set_budget_function
 from aggregator.secure.collect import collect_shares
 from aggregator.secure.helper_client import HelperClient
 from aggregator.secure.queries import query_message, secure_scheme
-from aggregator.secure.store import SecureStore
+from aggregator.secure.store_api import SecureStoreApi
 from aggregator.secure.token_check import SecureTokens, challenge_of
 from ldpcollect.admission.errors import AdmissionError
 from ldpcollect.errors import ParameterError
@@ -39,7 +39,7 @@ from ldpcollect.wire import (
 class LeaderAdmin:
     def __init__(
         self,
-        store: SecureStore,
+        store: SecureStoreApi,
         key_pair: HpkeKeyPair,
         helper: HelperClient,
         tokens: SecureTokens | None = None,

@@ -20,7 +20,8 @@ from aggregator.errors import Unavailable
 from aggregator.secure.helper_client import HelperClient
 from aggregator.secure.metrics import SecureMetrics
 from aggregator.secure.queries import vdaf_of
-from aggregator.secure.store import RELEASED, HeldReport, SecureStore, StoredQuery
+from aggregator.secure.store import RELEASED, HeldReport, StoredQuery
+from aggregator.secure.store_api import SecureStoreApi
 from ldpcollect.secure.sealing import ROLE_LEADER
 from ldpcollect.secure.upload import (
     Prepared,
@@ -114,7 +115,7 @@ class AggregationDriver:
 
     def __init__(
         self,
-        store: SecureStore,
+        store: SecureStoreApi,
         helper: HelperClient,
         metrics: SecureMetrics,
         batch: int = 200,
@@ -184,6 +185,11 @@ class AggregationDriver:
                 self._busy.add(job_id)
             try:
                 await self.run_job(query, job_id, held)
+            except BaseException:
+                # Another replica (on a shared store) may drive it meanwhile, say with a
+                # helper this one cannot reach; it stays held, with the same id and reports.
+                self.store.let_go(job_id)
+                raise
             finally:
                 self._busy.discard(job_id)
             return True

@@ -26,7 +26,8 @@ from aggregator.secure.metrics import SecureMetrics
 from aggregator.secure.queries import mechanism_of, sigma_of, vdaf_of
 from aggregator.secure.release_share import noised_sealed_share
 from aggregator.secure.spent_tokens import nonce_of
-from aggregator.secure.store import SecureStore, StoredQuery
+from aggregator.secure.store import StoredQuery
+from aggregator.secure.store_api import SecureStoreApi
 from aggregator.secure.token_check import (
     TOKEN_MISSING,
     TOKEN_REPLAY,
@@ -178,7 +179,7 @@ class HelperHandler:
 
     def __init__(
         self,
-        store: SecureStore,
+        store: SecureStoreApi,
         key_pair: HpkeKeyPair,
         metrics: SecureMetrics,
         tokens: SecureTokens | None = None,
@@ -320,6 +321,7 @@ class HelperHandler:
             len(ids) - accepted,
             merge,
             spend,
+            replayed=seen,
         )
         for result in results:
             self.metrics.reports.labels(result.refusal or "aggregated").inc()

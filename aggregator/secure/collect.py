@@ -16,7 +16,8 @@ from aggregator.release import StoredLedger, iso_time, refusal
 from aggregator.secure.helper_client import HelperClient
 from aggregator.secure.queries import mechanism_of, query_message, sigma_of
 from aggregator.secure.release_share import noised_sealed_share
-from aggregator.secure.store import OPEN, SecureStore
+from aggregator.secure.store import OPEN
+from aggregator.secure.store_api import SecureStoreApi
 from aggregator.secure.views import secure_claims
 from ldpcollect.accounting.ledger import BudgetExceeded
 from ldpcollect.secure.sealing import ROLE_LEADER
@@ -25,7 +26,7 @@ from ldpcollect.v1 import secure_pb2 as spb
 
 
 async def collect_shares(
-    store: SecureStore, helper: HelperClient, query_id: str
+    store: SecureStoreApi, helper: HelperClient, query_id: str
 ) -> spb.CollectSharesResponse:
     # One snapshot: a job committing between two reads would make `aggregated` stale.
     query, pending = await asyncio.to_thread(store.progress, query_id)

@@ -4,7 +4,7 @@ report ids it has seen, and its spent token nonces."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from aggregator.errors import FailedPrecondition
 from aggregator.secure import spent_tokens
@@ -48,10 +48,12 @@ class HelperStore(StoreCore):
         refused: int,
         merge: Callable[[bytes], bytes],
         spend: Sequence[tuple[bytes, bytes]] = (),
+        replayed: Collection[bytes] = frozenset(),
     ) -> bytes:
         """The helper's commit: the answer, the report ids, the aggregate and the spent token
         nonces (nonce, report id); returns the stored answer (an earlier one when the same job
-        was recorded meanwhile)."""
+        was recorded meanwhile). `replayed` (the ids found seen before) matters only where
+        several helper replicas record at once (`pg_store`); here the handler is alone."""
 
         def work(db: sqlite3.Connection) -> bytes:
             row = db.execute("SELECT response FROM helper_jobs WHERE job_id = ?", (job_id,))

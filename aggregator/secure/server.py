@@ -4,7 +4,8 @@ The leader serves SecureCollector (devices) and SecureAdmin (operator) and runs 
 aggregation driver against its helper; the helper serves Helper (the leader, peer token) and
 enforces its own policy (`helper_policy`). Both serve AggregatorKeys (their own HPKE config,
 no token). Each keeps its HPKE key pair in a 0600 file and its state in a SQLite file, both
-beside `db_path`, and publishes its config beside the key (`DB.hpke-ROLE.config`, one hex
+beside `db_path` (or both in PostgreSQL, `base.store_url`, shared by the role's replicas: see
+`pg_store`), and publishes its config beside the key (`DB.hpke-ROLE.config`, one hex
 line a device can pin). TLS for the listening port comes from the same flags as the trusted
 mode (`tls_client_ca` on the helper requires the leader's client certificate); the leader
 reaches a TLS helper with `helper_tls_ca`, presenting `peer_identity` for mutual TLS.
@@ -33,7 +34,7 @@ from aggregator.secure.aggregation_handler import HelperHandler
 from aggregator.secure.helper_client import HelperClient
 from aggregator.secure.helper_policy import HelperPolicy
 from aggregator.secure.key_service import AggregatorKeysService
-from aggregator.secure.keys import key_path, load_or_create_key_pair
+from aggregator.secure.keys import key_path
 from aggregator.secure.metrics import SecureMetrics
 from aggregator.secure.services import (
     HelperService,
@@ -42,11 +43,14 @@ from aggregator.secure.services import (
     require_bearer,
 )
 from aggregator.secure.store import SecureStore, secure_db_path
+from aggregator.secure.store_api import SecureStoreApi
 from aggregator.secure.token_check import SecureTokens
 from aggregator.secure.upload import LeaderUpload
 from aggregator.server import ensure_port_free, server_credentials
 from aggregator.until_signal import serve_until_signal
 from ldpcollect.secure.key_file import public_config_path, write_public_config
+from ldpcollect.secure.sealing import HpkeKeyPair
+from ldpcollect.targets import channel_target
 from ldpcollect.v1 import aggregation_pb2 as apb
 from ldpcollect.v1 import secure_pb2 as spb
 
@@ -84,6 +88,17 @@ class SecureRoleConfig:
     public_listen: str | None = None
 
 
+def secure_store(config: SecureRoleConfig) -> SecureStoreApi:
+    """The role's store: PostgreSQL at `base.store_url` (shared by the role's replicas, in a
+    schema of the role's own), else the SQLite file beside `base.db_path`."""
+    base = config.base
+    if base.store_url is not None:
+        from aggregator.secure.pg_store import PostgresSecureStore
+
+        return PostgresSecureStore(base.store_url, config.role, base.store_pool_size)
+    return SecureStore(secure_db_path(base.db_path))
+
+
 def origin_name(config: SecureRoleConfig, port: int) -> str:
     if config.origin_name:
         return config.origin_name
@@ -100,8 +115,8 @@ class SecureServer:
             raise ValueError("the leader and helper need a shared --peer-token")
         self.config = config
         self.metrics = SecureMetrics()
-        self.store = SecureStore(secure_db_path(config.base.db_path))
-        self.key_pair = load_or_create_key_pair(key_path(config.base.db_path, config.role))
+        self.store = secure_store(config)
+        self._key_pair: HpkeKeyPair | None = None
         keys = None if config.token_directory is None else TokenKeys(config.token_directory)
         self.tokens = SecureTokens(keys)
         self._server: grpc.aio.Server | None = None
@@ -112,23 +127,39 @@ class SecureServer:
         self._public: grpc.aio.Server | None = None
         self.public_port: int | None = None
 
+    @property
+    def key_pair(self) -> HpkeKeyPair:
+        """The role's HPKE key pair (loaded at `start`, from the store: every replica of a
+        role on PostgreSQL holds the same one)."""
+        if self._key_pair is None:
+            self._key_pair = self.store.load_key_pair(
+                self.config.role, str(self.config.base.db_path)
+            )
+        return self._key_pair
+
     def _helper_channel(self) -> grpc.aio.Channel:
         assert self.config.helper is not None
+        # Several helper replicas (h1:p1,h2:p2) share the jobs (client-side round_robin); a
+        # job whose helper is down is retried on another.
+        target, options = channel_target(self.config.helper, "--helper")
         if self.config.helper_tls_ca is None:
-            return grpc.aio.insecure_channel(self.config.helper)
+            return grpc.aio.insecure_channel(target, options=options)
         ca = Path(self.config.helper_tls_ca).read_bytes()
         if self.config.peer_identity is None:
             credentials = grpc.ssl_channel_credentials(ca)
         else:
             cert, key = (path.read_bytes() for path in self.config.peer_identity)
             credentials = grpc.ssl_channel_credentials(ca, private_key=key, certificate_chain=cert)
-        return grpc.aio.secure_channel(self.config.helper, credentials)
+        return grpc.aio.secure_channel(target, credentials, options=options)
 
     async def start(self) -> int:
         base = self.config.base
         ensure_port_free(base.listen)
         credentials = server_credentials(base)
         self.store.open()
+        self._key_pair = await asyncio.to_thread(
+            self.store.load_key_pair, self.config.role, str(base.db_path)
+        )
         if self.config.role == HELPER and self.config.budget is not None:
             epsilon, delta = self.config.budget
             await asyncio.to_thread(self.store.update_ledger, set_budget_function(epsilon, delta))

@@ -16,7 +16,8 @@ from aggregator.errors import ServiceError
 from aggregator.secure.admin import LeaderAdmin
 from aggregator.secure.aggregation_handler import HelperHandler
 from aggregator.secure.queries import query_message
-from aggregator.secure.store import OPEN, SecureStore
+from aggregator.secure.store import OPEN
+from aggregator.secure.store_api import SecureStoreApi
 from aggregator.secure.upload import LeaderUpload
 from aggregator.status_map import bounded, status_of
 from ldpcollect.errors import ParameterError
@@ -70,7 +71,7 @@ def public_view(query: spb.SecureQuery) -> spb.SecureQuery:
 
 
 class SecureCollectorService(spb_grpc.SecureCollectorServicer):
-    def __init__(self, store: SecureStore, upload: LeaderUpload) -> None:
+    def __init__(self, store: SecureStoreApi, upload: LeaderUpload) -> None:
         self.store, self.uploads = store, upload
 
     async def GetSecureQuery(

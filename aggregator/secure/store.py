@@ -306,6 +306,9 @@ class SecureStore(HelperStore):
 
         self._locked(lambda: self._transaction(work))
 
+    def let_go(self, job_id: bytes) -> None:
+        """Nothing to do: one process drives this file's jobs (its driver's busy set)."""
+
     def pending(self, query_id: str | None = None) -> dict[str, int]:
         """Held reports not yet aggregated or refused, per query."""
 

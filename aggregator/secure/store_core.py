@@ -14,7 +14,9 @@ from typing import Any, TypeVar
 
 from aggregator.errors import NotFound
 from aggregator.secure import spent_tokens
+from aggregator.secure.keys import key_path, load_or_create_key_pair
 from aggregator.store.sqlite_file import DatabaseUnusable, create_private
+from ldpcollect.secure.sealing import HpkeKeyPair
 
 T = TypeVar("T")
 
@@ -60,6 +62,14 @@ class StoreCore:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.path)
+
+    def load_key_pair(self, role: str, main_db: str) -> HpkeKeyPair:
+        """The key pair in its 0600 file beside the main database (`keys.key_path`)."""
+        return load_or_create_key_pair(key_path(main_db, role))
 
     def open(self) -> None:
         """Open (or create) the file; one that cannot be used raises `DatabaseUnusable` naming

@@ -21,7 +21,8 @@ from aggregator.errors import (
 from aggregator.redemption import token_refusal
 from aggregator.secure.metrics import SecureMetrics
 from aggregator.secure.queries import config_of, vdaf_of
-from aggregator.secure.store import OPEN, SecureStore, StoredQuery, UploadOutcome
+from aggregator.secure.store import OPEN, StoredQuery, UploadOutcome
+from aggregator.secure.store_api import SecureStoreApi
 from aggregator.secure.token_check import (
     TOKEN_MISSING,
     SecureTokens,
@@ -131,7 +132,7 @@ class LeaderUpload:
 
     def __init__(
         self,
-        store: SecureStore,
+        store: SecureStoreApi,
         key_pair: HpkeKeyPair,
         metrics: SecureMetrics,
         on_held: Callable[[], None],
