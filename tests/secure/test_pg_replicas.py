@@ -205,3 +205,61 @@ def test_store_migrate_creates_a_roles_schema_once(fresh_postgres_url: str) -> N
     }
     bad = run_cli(ADMIN, "store", "migrate", "--store", fresh_postgres_url, "--role", "x", ok=False)
     assert bad.returncode == 2 and "--role must be trusted, leader or helper" in bad.stderr
+
+
+def test_a_csv_fleet_runs_through_the_query_commands_on_replicas(
+    tmp_path: Path, fresh_postgres_url: str
+) -> None:
+    """Issue 25's walk, on PostgreSQL replicas, with the real CLI: `query create --secure` at
+    one leader, a real-location CSV fleet through `fleet run --csv` at the other (then again
+    at the first: every report a duplicate), `query close` and `release --map --geojson --csv
+    --json` through either leader, with the same counts and one ledger entry."""
+    import numpy as np
+
+    from ldpcollect import geo
+
+    lats, lons = geo.sample_locations(600, geo.DEFAULT_CENTER, np.random.default_rng(8))
+    city = tmp_path / "city.csv"
+    rows = (f"{a:.6f},{b:.6f}\n" for a, b in zip(lats, lons, strict=True))
+    city.write_text("lat,lon\n" + "".join(rows))
+    key = str(tmp_path / "collector.key")
+    with replicas(tmp_path, fresh_postgres_url, helpers=2, leaders=2) as (leaders, helpers):
+        first, second = (leader.address for leader in leaders)
+
+        def cli(*args: str, server: str) -> str:
+            return run_cli(ADMIN, *args, server=server).stdout
+
+        cli("query", "create", "--secure", "--collector-key", key, "--id", "sp", "--mechanism",
+            "sp", "--sampling-rate", "0.5", "--bbox", "48.85,2.28,48.87,2.31", "--scheme",
+            "h3:8", "--min-reports", "100", "--noise-sigma", "2", server=first)  # fmt: skip
+        listed = json.loads(cli("query", "list", "--json", server=second))
+        assert [(q["query_id"], q["secure"]) for q in listed] == [("sp", True)]
+        fleet = ("fleet", "run", "--query", "sp", "--csv", str(city), "--no-progress", "--json",
+                 "--helper", helpers[1].address)  # fmt: skip
+        ran = json.loads(cli(*fleet, server=second))
+        [upload] = ran["rounds"]
+        assert (upload["accepted"], upload["failed"], ran["completed"]) == (600, 0, 600)
+        (tmp_path / "fleet.json").write_text(json.dumps(ran))
+        [again] = json.loads(cli(*fleet, server=first))["rounds"]
+        assert (again["accepted"], again["duplicates"]) == (0, 600)
+        cli("query", "close", "--query", "sp", server=first)
+        files = [str(tmp_path / name) for name in ("m.png", "m.html", "m.geojson", "m.csv")]
+        shown = cli("release", "--query", "sp", "--collector-key", key, "--map", files[0],
+                    "--map", files[1], "--geojson", files[2], "--csv", files[3], "--truth",
+                    str(tmp_path / "fleet.json"), server=second)  # fmt: skip
+        assert all(f"wrote {path}" in shown.replace("\n", "") for path in files)
+        released = [
+            json.loads(
+                cli("release", "--query", "sp", "--collector-key", key, "--json", server=leader)
+            )
+            for leader in (first, second)
+        ]
+        ledgers = [json.loads(cli("ledger", "--json", server=s)) for s in (first, second)]
+    assert released[0]["estimates"] == released[1]["estimates"]  # released once, the same
+    assert released[0]["participants"] == 600 and released[0]["secure"] is True
+    assert [[e["query_id"] for e in ledger["entries"]] for ledger in ledgers] == [["sp"]] * 2
+    truth = {g["location_id"]: g["true_count"] for g in ran["ground_truth"]}
+    held = sum(
+        e["ci_low"] <= truth[e["location_id"]] <= e["ci_high"] for e in released[0]["estimates"]
+    )
+    assert held >= 0.7 * len(truth)  # exact 95% intervals; a loose floor over a few cells
