@@ -311,6 +311,7 @@ class PathCase:
     reference: bool = False
     leader_cpu_us: float = 0.0
     helper_cpu_us: float = 0.0
+    load_cpu_us: float = 0.0  # the load generator: this process's uploads and polls
     limit_per_second: float = 0.0
     limit_with_device_seals_per_second: float = 0.0
     goal_per_second: float = 0.0
@@ -343,6 +344,7 @@ def whole_path_cases(
                     reference,
                     run.leader_cpu * 1e6 / n,
                     run.helper_cpu * 1e6 / n,
+                    run.load_cpu * 1e6 / n,
                     limit,
                     cores * 1e6 / (2 * opens_us[key] + seals_us[key]),
                     goal,
@@ -463,12 +465,19 @@ def report(
     for path in paths:
         rate, goal, limit = path.secure_per_second, path.goal_per_second, path.limit_per_second
         verdict = "" if path.reference else f" -> {'MET' if path.met else 'NOT MET'}"
+        cpu_us = path.leader_cpu_us + path.helper_cpu_us + path.load_cpu_us
+        cpu_rate = (os.cpu_count() or 1) * 1e6 / cpu_us
+        with_seals = path.limit_with_device_seals_per_second
         print(
             f"  {path.name}: {path.reports} reports, secure {rate:,.0f}/s; goal {goal:,.0f}/s "
-            f"({rate / goal:.2f}x); limit {limit:,.0f}/s ({limit / rate:.1f}x away; with the "
-            f"device's seals {path.limit_with_device_seals_per_second:,.0f}/s); CPU per report: "
-            f"leader {path.leader_cpu_us:,.0f} us, helper {path.helper_cpu_us:,.0f} us; "
-            f"trusted {path.trusted_per_second:,.0f}/s{verdict}"
+            f"({rate / goal:.2f}x); limit {limit:,.0f}/s ({limit / rate:.1f}x away); the issue's "
+            f"limit with the device's two seals {with_seals:,.0f}/s ({with_seals / rate:.1f}x "
+            f"away); trusted {path.trusted_per_second:,.0f}/s{verdict}\n"
+            f"    CPU per report (us, from /proc over the timed window): leader "
+            f"{path.leader_cpu_us:,.0f}, helper {path.helper_cpu_us:,.0f}, load generator "
+            f"{path.load_cpu_us:,.0f} (uploads of reports sealed before the window, and polls) "
+            f"= {cpu_us:,.0f}: the cores allow {cpu_rate:,.0f}/s at that CPU "
+            f"({cpu_rate / rate:.1f}x the rate measured; {limit / cpu_rate:.1f}x from the limit)"
         )
 
 

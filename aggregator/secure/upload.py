@@ -3,12 +3,18 @@
 Each upload is checked as far as the leader alone can (it decodes, the query is open, the
 round, both config ids, the leader's share opens and has the right length, the helper's
 ciphertext has the right size), then held durably and acknowledged; the aggregation driver
-verifies it with the helper afterwards (docs/secure-mode.md, "Acknowledgement")."""
+verifies it with the helper afterwards (docs/secure-mode.md, "Acknowledgement").
+
+What is held of a report: its opened leader share, and the report with its leader ciphertext
+replaced by the ciphertext's SHA-256 (`held_body`): the share is stored once, not twice
+(sealed and opened), and the store's digest of the held body still tells the same upload from
+any other."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from aggregator.errors import (
     AlreadyExists,
@@ -32,6 +38,7 @@ from aggregator.secure.token_check import (
 from ldpcollect.admission.verification import Verdict
 from ldpcollect.secure.sealing import ENC_SIZE, ROLE_LEADER, TAG_SIZE, HpkeKeyPair, open_input_share
 from ldpcollect.secure.upload import (
+    BitsVdaf,
     Refusal,
     ReportRejected,
     SecureFormatError,
@@ -45,12 +52,38 @@ MAX_UPLOAD_REPORTS = 1_000
 
 @dataclass(frozen=True)
 class Checked:
-    """An upload that passed the leader's checks: what the store holds."""
+    """An upload that passed the leader's checks: what the store holds (`body` is the
+    held body, `held_body`)."""
 
     report: SecureReport
     body: bytes
     leader_share: bytes
     token: bytes = b""
+
+
+def held_body(report: SecureReport) -> bytes:
+    """The report as the leader holds it until its job: the leader ciphertext replaced by its
+    SHA-256 (the opened share is held beside it). Two uploads of one report id give the same
+    held body only if they are the same bytes (up to a SHA-256 collision), so the store's
+    duplicate check keeps its meaning; the job reads the public share and the helper's
+    ciphertext from it as from the upload."""
+    sealed = hashlib.sha256(report.leader_ciphertext).digest()
+    return replace(report, leader_ciphertext=sealed).encode()
+
+
+@dataclass(frozen=True)
+class QueryRules:
+    """What every report of one query is checked against, worked out once per upload."""
+
+    query: StoredQuery
+    vdaf: BitsVdaf
+    helper_config_id: int
+    helper_size: int
+
+    @classmethod
+    def of(cls, query: StoredQuery) -> QueryRules:
+        helper_size = 1 + ENC_SIZE + 2 * SEED_SIZE + TAG_SIZE
+        return cls(query, vdaf_of(query), config_of(query.params, "helper").config_id, helper_size)
 
 
 class ReportRefused(Invalid):
@@ -77,21 +110,18 @@ class UploadResult:
     rejected: list[tuple[int, bytes, ServiceError]] = field(default_factory=list)
 
 
-def check_report(
-    report: SecureReport, body: bytes, query: StoredQuery, key_pair: HpkeKeyPair
-) -> Checked:
-    """Everything the leader can check alone about `report` (decoded from `body`); raises a
-    refusal (ReportRefused for the report's own faults)."""
+def check_report(report: SecureReport, rules: QueryRules, key_pair: HpkeKeyPair) -> Checked:
+    """Everything the leader can check alone about `report` for the query of `rules`; raises
+    a refusal (ReportRefused for the report's own faults)."""
+    query = rules.query
     if query.state != OPEN:
         raise FailedPrecondition(f"secure query {query.query_id!r} is not open")
     expected_round = query.params["upload_round"]
     if report.round != expected_round:
         raise ReportRefused("WRONG_ROUND", f"round must be {expected_round} for this query")
-    vdaf = vdaf_of(query)
-    helper = config_of(query.params, "helper")
-    helper_size = 1 + ENC_SIZE + 2 * SEED_SIZE + TAG_SIZE
+    vdaf, helper_size = rules.vdaf, rules.helper_size
     try:
-        if not report.helper_ciphertext or report.helper_ciphertext[0] != helper.config_id:
+        if not report.helper_ciphertext or report.helper_ciphertext[0] != rules.helper_config_id:
             raise ReportRejected(Refusal.WRONG_CONFIG_ID, "the helper's share names another config")
         if len(report.helper_ciphertext) != helper_size:
             raise ReportRejected(
@@ -114,7 +144,7 @@ def check_report(
             raise ReportRejected(Refusal.WRONG_LENGTH, str(error)) from None
     except ReportRejected as rejected:
         raise ReportRefused(rejected.reason.name, rejected.detail) from None
-    return Checked(report, body, plaintext)
+    return Checked(report, held_body(report), plaintext)
 
 
 def _decode(body: bytes) -> SecureReport:
@@ -149,7 +179,7 @@ class LeaderUpload:
                 "in the same order, or none (nothing counted)"
             )
         result = UploadResult()
-        queries: dict[str, StoredQuery | None] = {}
+        queries: dict[str, QueryRules | None] = {}
         held: dict[str, list[tuple[int, Checked]]] = {}
         for index, body in enumerate(bodies):
             try:
@@ -157,11 +187,12 @@ class LeaderUpload:
             except ServiceError as refused:
                 self._reject(result, index, b"", refused)
                 continue
-            token = bytes(tokens[index]) if tokens else b""
-            checked = Checked(checked.report, checked.body, checked.leader_share, token)
+            if tokens:
+                checked = replace(checked, token=bytes(tokens[index]))
             held.setdefault(checked.report.query_id, []).append((index, checked))
         for query_id, items in held.items():
-            query = queries[query_id]
+            rules = queries[query_id]
+            query = None if rules is None else rules.query
             if query is not None and requires_tokens(query.params):
                 try:
                     items = self._redeemable(query, items, result)
@@ -179,17 +210,18 @@ class LeaderUpload:
             for (index, checked), outcome in zip(items, outcomes, strict=True):
                 if outcome == UploadOutcome.NEW:
                     result.accepted += 1
-                    self.metrics.uploads.labels("accepted").inc()
                 elif outcome == UploadOutcome.DUPLICATE:
                     result.duplicates += 1
-                    self.metrics.uploads.labels("duplicate").inc()
                 elif outcome == UploadOutcome.TOKEN_SPENT:
                     spent = TokenRefused(replayed_token(), "TOKEN_REPLAY")
                     self._reject(result, index, checked.report.report_id, spent)
                 else:
                     conflict = AlreadyExists("REPLAY: this report id was uploaded with other bytes")
                     self._reject(result, index, checked.report.report_id, conflict)
+        if result.duplicates:
+            self.metrics.uploads.labels("duplicate").inc(result.duplicates)
         if result.accepted:
+            self.metrics.uploads.labels("accepted").inc(result.accepted)
             self.on_held()
         result.rejected.sort(key=lambda rejected: rejected[0])
         return result
@@ -215,18 +247,18 @@ class LeaderUpload:
                 self._reject(result, index, checked.report.report_id, refused)
         return kept
 
-    def _check(self, body: bytes, queries: dict[str, StoredQuery | None]) -> Checked:
+    def _check(self, body: bytes, queries: dict[str, QueryRules | None]) -> Checked:
         report = _decode(body)
         query_id = report.query_id
         if query_id not in queries:
             try:
-                queries[query_id] = self.store.query(query_id)
+                queries[query_id] = QueryRules.of(self.store.query(query_id))
             except NotFound:
                 queries[query_id] = None
-        query = queries[query_id]
-        if query is None:
+        rules = queries[query_id]
+        if rules is None:
             raise NotFound(f"no secure query {query_id!r}")
-        return check_report(report, body, query, self.key_pair)
+        return check_report(report, rules, self.key_pair)
 
     def _reject(
         self,
