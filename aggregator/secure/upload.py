@@ -36,13 +36,14 @@ from aggregator.secure.token_check import (
     requires_tokens,
 )
 from ldpcollect.admission.verification import Verdict
-from ldpcollect.secure.sealing import ENC_SIZE, ROLE_LEADER, TAG_SIZE, HpkeKeyPair, open_input_share
+from ldpcollect.secure.sealing import ENC_SIZE, ROLE_LEADER, TAG_SIZE, HpkeKeyPair
 from ldpcollect.secure.upload import (
     BitsVdaf,
     Refusal,
     ReportRejected,
     SecureFormatError,
     SecureReport,
+    open_shares,
 )
 from ldpcollect.vdaf.errors import VdafError
 from ldpcollect.vdaf.xof import SEED_SIZE
@@ -110,41 +111,44 @@ class UploadResult:
     rejected: list[tuple[int, bytes, ServiceError]] = field(default_factory=list)
 
 
-def check_report(report: SecureReport, rules: QueryRules, key_pair: HpkeKeyPair) -> Checked:
-    """Everything the leader can check alone about `report` for the query of `rules`; raises
-    a refusal (ReportRefused for the report's own faults)."""
+def check_sealed(report: SecureReport, rules: QueryRules, key_pair: HpkeKeyPair) -> None:
+    """What the leader checks about `report` for the query of `rules` before opening its
+    share; raises a refusal (ReportRefused for the report's own faults)."""
     query = rules.query
     if query.state != OPEN:
         raise FailedPrecondition(f"secure query {query.query_id!r} is not open")
     expected_round = query.params["upload_round"]
     if report.round != expected_round:
         raise ReportRefused("WRONG_ROUND", f"round must be {expected_round} for this query")
-    vdaf, helper_size = rules.vdaf, rules.helper_size
+    helper, helper_size = report.helper_ciphertext, rules.helper_size
+    if not helper or helper[0] != rules.helper_config_id:
+        raise ReportRefused("WRONG_CONFIG_ID", "the helper's share names another config")
+    if len(helper) != helper_size:
+        raise ReportRefused(
+            "WRONG_LENGTH",
+            f"the helper's ciphertext is {len(helper)} bytes, expected {helper_size}",
+        )
+    ciphertext = report.leader_ciphertext
+    if not ciphertext or ciphertext[0] != key_pair.config.config_id:
+        raise ReportRefused("WRONG_CONFIG_ID", "the leader's share names another config")
+
+
+def check_opened(
+    report: SecureReport, rules: QueryRules, opened: bytes | ReportRejected
+) -> Checked:
+    """The rest, once the leader's share is opened (`opened`: its plaintext, or why it did
+    not open): the public share and the opened share decode for the query's VDAF."""
     try:
-        if not report.helper_ciphertext or report.helper_ciphertext[0] != rules.helper_config_id:
-            raise ReportRejected(Refusal.WRONG_CONFIG_ID, "the helper's share names another config")
-        if len(report.helper_ciphertext) != helper_size:
-            raise ReportRejected(
-                Refusal.WRONG_LENGTH,
-                f"the helper's ciphertext is {len(report.helper_ciphertext)} bytes, "
-                f"expected {helper_size}",
-            )
-        ciphertext = report.leader_ciphertext
-        if not ciphertext or ciphertext[0] != key_pair.config.config_id:
-            raise ReportRejected(Refusal.WRONG_CONFIG_ID, "the leader's share names another config")
-        meta = (report.query_id, report.round, report.report_id, report.public_share)
+        if isinstance(opened, ReportRejected):
+            raise opened
         try:
-            plaintext = open_input_share(key_pair, ROLE_LEADER, *meta, ciphertext)
-        except ValueError as error:
-            raise ReportRejected(Refusal.BAD_CIPHERTEXT, str(error)) from None
-        try:
-            vdaf.decode_public_share(report.public_share)
-            vdaf.check_input_share(0, plaintext)
+            rules.vdaf.decode_public_share(report.public_share)
+            rules.vdaf.check_input_share(0, opened)
         except VdafError as error:
             raise ReportRejected(Refusal.WRONG_LENGTH, str(error)) from None
     except ReportRejected as rejected:
         raise ReportRefused(rejected.reason.name, rejected.detail) from None
-    return Checked(report, held_body(report), plaintext)
+    return Checked(report, held_body(report), opened)
 
 
 def _decode(body: bytes) -> SecureReport:
@@ -181,21 +185,28 @@ class LeaderUpload:
         result = UploadResult()
         queries: dict[str, QueryRules | None] = {}
         held: dict[str, list[tuple[int, Checked]]] = {}
+        sealed: list[tuple[int, SecureReport, QueryRules]] = []
         for index, body in enumerate(bodies):
             try:
-                checked = self._check(body, queries)
+                sealed.append((index, *self._check(body, queries)))
+            except ServiceError as refused:
+                self._reject(result, index, b"", refused)
+        # the leader's shares of the whole upload opened in one call (per query)
+        opened = open_shares(self.key_pair, ROLE_LEADER, [report for _, report, _ in sealed])
+        for (index, report, rules), share in zip(sealed, opened, strict=True):
+            try:
+                checked = check_opened(report, rules, share)
             except ServiceError as refused:
                 self._reject(result, index, b"", refused)
                 continue
             if tokens:
                 checked = replace(checked, token=bytes(tokens[index]))
-            held.setdefault(checked.report.query_id, []).append((index, checked))
+            held.setdefault(report.query_id, []).append((index, checked))
         for query_id, items in held.items():
-            rules = queries[query_id]
-            query = None if rules is None else rules.query
-            if query is not None and requires_tokens(query.params):
+            found = queries[query_id]  # never None: its reports were checked against it
+            if found is not None and requires_tokens(found.query.params):
                 try:
-                    items = self._redeemable(query, items, result)
+                    items = self._redeemable(found.query, items, result)
                 except ServiceError as refused:  # no token directory here
                     for index, checked in items:
                         self._reject(result, index, checked.report.report_id, refused)
@@ -247,7 +258,9 @@ class LeaderUpload:
                 self._reject(result, index, checked.report.report_id, refused)
         return kept
 
-    def _check(self, body: bytes, queries: dict[str, QueryRules | None]) -> Checked:
+    def _check(
+        self, body: bytes, queries: dict[str, QueryRules | None]
+    ) -> tuple[SecureReport, QueryRules]:
         report = _decode(body)
         query_id = report.query_id
         if query_id not in queries:
@@ -258,7 +271,8 @@ class LeaderUpload:
         rules = queries[query_id]
         if rules is None:
             raise NotFound(f"no secure query {query_id!r}")
-        return check_report(report, rules, self.key_pair)
+        check_sealed(report, rules, self.key_pair)
+        return report, rules
 
     def _reject(
         self,
