@@ -28,7 +28,7 @@ from aggregator.redemption import TokenKeys
 from aggregator.release import set_budget_function
 from aggregator.role_limits import HELPER_LIMITS, LEADER_LIMITS
 from aggregator.secure.admin import LeaderAdmin
-from aggregator.secure.aggregation_driver import AggregationDriver
+from aggregator.secure.aggregation_driver import JOB_REPORTS, AggregationDriver
 from aggregator.secure.aggregation_handler import HelperHandler
 from aggregator.secure.helper_client import HelperClient
 from aggregator.secure.helper_policy import HelperPolicy
@@ -67,7 +67,7 @@ class SecureRoleConfig:
     peer_token: str
     helper: str | None = None
     helper_tls_ca: Path | None = None
-    batch: int = 200
+    batch: int = JOB_REPORTS
     # Admission: the issuer's directory file (both roles need it for token-requiring queries)
     # and this aggregator's name in token challenges (default: the listen host and port).
     token_directory: Path | None = None
