@@ -44,6 +44,7 @@ from ldpcollect.secure.sealing import (
 from ldpcollect.secure.upload import (
     BitsVdaf,
     Outcome,
+    ReportRejected,
     SecureReport,
     aggregate,
     answer_vdaf,
@@ -51,6 +52,7 @@ from ldpcollect.secure.upload import (
     finish_batch,
     init_batch,
     open_share,
+    open_shares,
     vdaf_context,
     verify_opened,
 )
@@ -104,8 +106,16 @@ class Steps:
 class Batch:
     """Sealed reports of one VDAF, and each step of their life, separately timeable."""
 
-    def __init__(self, vdaf: BitsVdaf, round_: int, answers: Sequence[list[int]], seed: int):
+    def __init__(
+        self,
+        vdaf: BitsVdaf,
+        round_: int,
+        answers: Sequence[list[int]],
+        seed: int,
+        reference: bool = False,
+    ):
         rng = random.Random(seed)
+        self.reference = reference
         self.vdaf, self.round, self.answers = vdaf, round_, answers
         self.leader, self.helper = generate_key_pair(1), generate_key_pair(2)
         self.ids = [rng.randbytes(16) for _ in answers]
@@ -135,10 +145,20 @@ class Batch:
             )
 
     def open(self) -> None:
+        """Each role's shares: the compiled batch open (`open_shares`) as the aggregators run
+        it; with the reference VDAF, `cryptography`'s HPKE one report at a time, as before."""
         for role, key_pair in ((ROLE_LEADER, self.leader), (ROLE_HELPER, self.helper)):
-            self.opened[role] = [
-                (r.report_id, r.public_share, open_share(key_pair, role, r)) for r in self.reports
-            ]
+            if self.reference:
+                shares: list[bytes | ReportRejected] = [
+                    open_share(key_pair, role, r) for r in self.reports
+                ]
+            else:
+                shares = open_shares(key_pair, role, self.reports)
+            self.opened[role] = []
+            for r, share in zip(self.reports, shares, strict=True):
+                if isinstance(share, ReportRejected):
+                    raise AssertionError(f"an honest share did not open: {share.detail}")
+                self.opened[role].append((r.report_id, r.public_share, share))
 
     def verify(self) -> None:
         for role in (ROLE_LEADER, ROLE_HELPER):
@@ -206,7 +226,7 @@ def run_case(
     batch = Batch(vdaf, round_, answers, 2026)
     steps = batch.steps()
     both = batch.both_aggregators()
-    reference = Batch(vdaf.reference(), round_, answers, 2026)
+    reference = Batch(vdaf.reference(), round_, answers, 2026, reference=True)
     before = reference.steps(repeat=1)
 
     packed = [bits.pack(np.asarray(a, dtype=np.uint8)) for a in answers]

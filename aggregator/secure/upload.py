@@ -13,6 +13,7 @@ any other."""
 from __future__ import annotations
 
 import hashlib
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -62,14 +63,21 @@ class Checked:
     token: bytes = b""
 
 
-def held_body(report: SecureReport) -> bytes:
-    """The report as the leader holds it until its job: the leader ciphertext replaced by its
-    SHA-256 (the opened share is held beside it). Two uploads of one report id give the same
-    held body only if they are the same bytes (up to a SHA-256 collision), so the store's
-    duplicate check keeps its meaning; the job reads the public share and the helper's
-    ciphertext from it as from the upload."""
-    sealed = hashlib.sha256(report.leader_ciphertext).digest()
-    return replace(report, leader_ciphertext=sealed).encode()
+def held_body(report: SecureReport, body: bytes) -> bytes:
+    """The report as the leader holds it until its job (`body`: its upload, the exact
+    encoding of `report`): the leader ciphertext replaced by its SHA-256 (the opened share is
+    held beside it). Two uploads of one report id give the same held body only if they are
+    the same bytes (up to a SHA-256 collision), so the store's duplicate check keeps its
+    meaning; the job reads the public share and the helper's ciphertext from it as from the
+    upload."""
+    end = len(body) - 4 - len(report.helper_ciphertext)
+    start = end - 4 - len(report.leader_ciphertext)
+    return (
+        body[:start] + _HASH_SIZE + hashlib.sha256(report.leader_ciphertext).digest() + body[end:]
+    )
+
+
+_HASH_SIZE = struct.pack(">I", hashlib.sha256().digest_size)
 
 
 @dataclass(frozen=True)
@@ -134,7 +142,7 @@ def check_sealed(report: SecureReport, rules: QueryRules, key_pair: HpkeKeyPair)
 
 
 def check_opened(
-    report: SecureReport, rules: QueryRules, opened: bytes | ReportRejected
+    report: SecureReport, body: bytes, rules: QueryRules, opened: bytes | ReportRejected
 ) -> Checked:
     """The rest, once the leader's share is opened (`opened`: its plaintext, or why it did
     not open): the public share and the opened share decode for the query's VDAF."""
@@ -148,7 +156,7 @@ def check_opened(
             raise ReportRejected(Refusal.WRONG_LENGTH, str(error)) from None
     except ReportRejected as rejected:
         raise ReportRefused(rejected.reason.name, rejected.detail) from None
-    return Checked(report, held_body(report), opened)
+    return Checked(report, held_body(report, body), opened)
 
 
 def _decode(body: bytes) -> SecureReport:
@@ -185,17 +193,17 @@ class LeaderUpload:
         result = UploadResult()
         queries: dict[str, QueryRules | None] = {}
         held: dict[str, list[tuple[int, Checked]]] = {}
-        sealed: list[tuple[int, SecureReport, QueryRules]] = []
+        sealed: list[tuple[int, bytes, SecureReport, QueryRules]] = []
         for index, body in enumerate(bodies):
             try:
-                sealed.append((index, *self._check(body, queries)))
+                sealed.append((index, body, *self._check(body, queries)))
             except ServiceError as refused:
                 self._reject(result, index, b"", refused)
         # the leader's shares of the whole upload opened in one call (per query)
-        opened = open_shares(self.key_pair, ROLE_LEADER, [report for _, report, _ in sealed])
-        for (index, report, rules), share in zip(sealed, opened, strict=True):
+        opened = open_shares(self.key_pair, ROLE_LEADER, [s[2] for s in sealed])
+        for (index, body, report, rules), share in zip(sealed, opened, strict=True):
             try:
-                checked = check_opened(report, rules, share)
+                checked = check_opened(report, body, rules, share)
             except ServiceError as refused:
                 self._reject(result, index, b"", refused)
                 continue

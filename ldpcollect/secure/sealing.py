@@ -126,6 +126,28 @@ def input_share_info(
     return INPUT_SHARE_LABEL + bytes([role]) + digest
 
 
+def input_share_infos(
+    role: int, query_id: str, round: int, reports: Sequence[tuple[bytes, bytes]]
+) -> list[bytes]:
+    """`input_share_info` for each (report id, public share) of one query and round: the
+    digest of their common fields is taken once."""
+    _check_role(role, (ROLE_LEADER, ROLE_HELPER))
+    common = hashlib.sha256()
+    for field in (query_id.encode(), _round_bytes(round)):
+        common.update(_U32.pack(len(field)))
+        common.update(field)
+    prefix = INPUT_SHARE_LABEL + bytes([role])
+    infos = []
+    for report_id, public_share in reports:
+        h = common.copy()
+        h.update(_U32.pack(len(report_id)))
+        h.update(report_id)
+        h.update(_U32.pack(len(public_share)))
+        h.update(public_share)
+        infos.append(prefix + h.digest())
+    return infos
+
+
 def seal_input_share(
     config: HpkeConfig,
     role: int,
@@ -165,10 +187,7 @@ def open_input_shares(
     """`open_input_share` for a batch of one query's (report id, public share, ciphertext)
     triples, in one compiled call: per item its plaintext, or the error `open_input_share`
     raises for it."""
-    infos = [
-        input_share_info(role, query_id, round, report_id, public_share)
-        for report_id, public_share, _ in items
-    ]
+    infos = input_share_infos(role, query_id, round, [(r, p) for r, p, _ in items])
     results: list[bytes | SealingError] = []
     sealed: list[tuple[bytes, bytes]] = []
     for info, (_, _, ciphertext) in zip(infos, items, strict=True):
@@ -251,6 +270,9 @@ def _open(key_pair: HpkeKeyPair, info: bytes, ciphertext: bytes) -> bytes:
         return SUITE.decrypt(ciphertext[1:], key_pair.private_key, info=info)
     except InvalidTag:
         raise SealingError(DOES_NOT_OPEN) from None
+
+
+_U32 = struct.Struct(">I")
 
 
 def _metadata_digest(*fields: bytes) -> bytes:

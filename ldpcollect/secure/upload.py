@@ -316,16 +316,15 @@ def init_batch(
     verify_key: bytes,
     reports: Sequence[SecureReport],
 ) -> list[Outcome]:
-    """Open each report's share at one aggregator, then `verify_init` the opened ones of
-    each query in one call; refusals in place."""
+    """Open each report's share at one aggregator (`open_shares`), then `verify_init` the
+    opened ones of each query in one call; refusals in place."""
     _check_role_and_key(role, verify_key)
     outcomes: list[Outcome | None] = [None] * len(reports)
     by_query: dict[str, list[tuple[int, tuple[bytes, bytes, bytes]]]] = {}
-    for i, report in enumerate(reports):
-        try:
-            opened = open_share(key_pair, role, report)
-        except ReportRejected as rejected:
-            outcomes[i] = rejected
+    shares = open_shares(key_pair, role, reports)
+    for i, (report, opened) in enumerate(zip(reports, shares, strict=True)):
+        if isinstance(opened, ReportRejected):
+            outcomes[i] = opened
             continue
         by_query.setdefault(report.query_id, []).append(
             (i, (report.report_id, report.public_share, opened))

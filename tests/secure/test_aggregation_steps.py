@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import hashlib
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from aggregator.secure.aggregation_driver import HelperGarbage, finish, leader_half
 from aggregator.secure.aggregation_handler import HelperHandler
 from aggregator.secure.metrics import SecureMetrics
 from aggregator.secure.store import HeldReport, SecureStore
-from aggregator.secure.upload import LeaderUpload
+from aggregator.secure.upload import LeaderUpload, held_body
 from ldpcollect.secure.query_vdaf import ROUND_VDAF, query_vdaf
 from ldpcollect.secure.sealing import (
     ROLE_LEADER,
@@ -223,3 +226,17 @@ def test_the_leader_holds_its_share_once_and_still_tells_a_conflict_from_a_dupli
     half = leader_half(leader.query("q"), job_id, reports)
     outcomes, _ = finish(leader.query("q"), half, handler.aggregate(half.request))
     assert outcomes == [(report.report_id, "")]
+
+
+@given(
+    query_id=st.text(min_size=1, max_size=30),
+    public=st.binary(max_size=100),
+    leader=st.binary(max_size=300),
+    helper=st.binary(max_size=200),
+)
+def test_the_held_body_is_the_report_with_its_leader_ciphertext_hashed(
+    query_id: str, public: bytes, leader: bytes, helper: bytes
+) -> None:
+    report = SecureReport(query_id, 7, bytes(range(16)), public, leader, helper)
+    hashed = replace(report, leader_ciphertext=hashlib.sha256(leader).digest())
+    assert held_body(report, report.encode()) == hashed.encode()

@@ -18,6 +18,7 @@ from ldpcollect.secure.sealing import (
     SealingError,
     generate_key_pair,
     input_share_info,
+    input_share_infos,
     open_input_share,
     open_input_shares,
     seal_input_share,
@@ -121,3 +122,17 @@ def test_open_shares_gives_what_open_share_gives_for_each_role(batch: list[Case]
         assert [r if isinstance(r, bytes) else (r.reason.name, r.detail) for r in batched] == [
             one(report) for report in reports
         ]
+
+
+@given(
+    role=st.sampled_from([ROLE_LEADER, ROLE_HELPER]),
+    query_id=st.text(min_size=1, max_size=20),
+    round_=st.integers(0, 2**32 - 1),
+    reports=st.lists(st.tuples(st.binary(max_size=20), st.binary(max_size=40)), max_size=5),
+)
+def test_the_infos_of_a_batch_are_each_reports_own(
+    role: int, query_id: str, round_: int, reports: list[tuple[bytes, bytes]]
+) -> None:
+    assert input_share_infos(role, query_id, round_, reports) == [
+        input_share_info(role, query_id, round_, report_id, public) for report_id, public in reports
+    ]
