@@ -29,6 +29,7 @@ RUN = """
 import importlib.util, json, sys
 spec = importlib.util.spec_from_file_location("harness", sys.argv[1])
 harness = importlib.util.module_from_spec(spec)
+sys.modules["harness"] = harness
 spec.loader.exec_module(harness)
 mechanism, targets, n = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 run = harness.secure_path_rate(mechanism, n, targets)
