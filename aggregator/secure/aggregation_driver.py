@@ -132,11 +132,21 @@ class AggregationDriver:
         self._busy: set[bytes] = set()
         self._claiming = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
+        self._loop = loop
         self._tasks = [loop.create_task(self._worker()) for _ in range(self.workers)]
         self.wake.set()  # held reports from before a restart
+
+    def held(self) -> None:
+        """New reports are held: wake an idle worker. Called from the upload's worker thread,
+        so the event is set on the driver's loop (an asyncio.Event is not thread-safe)."""
+        if self._loop is not None:
+            # a closed loop: the server is stopping; a restart finds the reports held
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self.wake.set)
 
     async def stop(self) -> None:
         for task in self._tasks:

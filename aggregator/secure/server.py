@@ -144,7 +144,7 @@ class SecureServer:
             helper = HelperClient(self._channel, self.config.peer_token)
             self.driver = AggregationDriver(self.store, helper, self.metrics, self.config.batch)
             upload = LeaderUpload(
-                self.store, self.key_pair, self.metrics, self.driver.wake.set, self.tokens
+                self.store, self.key_pair, self.metrics, self.driver.held, self.tokens
             )
             register(server, SECURE_COLLECTOR, SecureCollectorService(self.store, upload), gate)
             named = LeaderAdmin(self.store, self.key_pair, helper, self.tokens)
