@@ -40,5 +40,12 @@ setup(
             libraries=["crypto"],
             extra_compile_args=_FLAGS,
         ),
+        # Batched HPKE base-mode Open (X25519, HKDF-SHA256, AES-128-GCM) on the same libcrypto.
+        Extension(
+            "ldpcollect.secure._native_hpke",
+            ["ldpcollect/secure/_native_hpke.c"],
+            libraries=["crypto"],
+            extra_compile_args=_FLAGS,
+        ),
     ]
 )

@@ -40,7 +40,7 @@ LEADER_LIMITS = RoleLimits(
     max_inflight_bytes=32 * MIB,
 )
 
-# The helper: one aggregation job of the leader's `--batch` reports (200 by default), each at
+# The helper: one aggregation job of up to 500 reports (the leader driver's JOB_REPORTS), each at
 # most ~10 KiB for the largest query (public share, sealed helper share, the leader's verifier
 # share, a token): 16 MiB leaves room for batches of 1,600. Jobs run one at a time.
 HELPER_LIMITS = RoleLimits(

@@ -109,6 +109,12 @@ def finish(
     return outcomes, vdaf.agg_encoded(accepted)
 
 
+JOB_REPORTS = 500
+"""A job's most reports: as many as a device upload's batch, so a job's two transactions (its
+claim and its finish) and its helper call are shared by as many reports (200 cost the leader
+about 20 us more per report in SQLite, bench.secure)."""
+
+
 class AggregationDriver:
     """`workers` jobs in flight at once, so the leader's half of one job overlaps the
     helper's half of another (each side then keeps its own core busy)."""
@@ -118,7 +124,7 @@ class AggregationDriver:
         store: SecureStoreApi,
         helper: HelperClient,
         metrics: SecureMetrics,
-        batch: int = 200,
+        batch: int = JOB_REPORTS,
         workers: int = 2,
     ) -> None:
         self.store, self.helper = store, helper
@@ -127,11 +133,21 @@ class AggregationDriver:
         self._busy: set[bytes] = set()
         self._claiming = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
+        self._loop = loop
         self._tasks = [loop.create_task(self._worker()) for _ in range(self.workers)]
         self.wake.set()  # held reports from before a restart
+
+    def held(self) -> None:
+        """New reports are held: wake an idle worker. Called from the upload's worker thread,
+        so the event is set on the driver's loop (an asyncio.Event is not thread-safe)."""
+        if self._loop is not None:
+            # a closed loop: the server is stopping; a restart finds the reports held
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self.wake.set)
 
     async def stop(self) -> None:
         for task in self._tasks:

@@ -52,7 +52,7 @@ from ldpcollect.secure.upload import (
     SecureFormatError,
     SecureReport,
     finish_one,
-    open_share,
+    open_shares,
     vdaf_context,
     verify_opened,
 )
@@ -113,7 +113,7 @@ def verify_job(
     vdaf = vdaf_of(query)
     results = []
     in_job: set[bytes] = set()
-    opened: list[tuple[apb.HelperResult, bytes, tuple[bytes, bytes, bytes]]] = []
+    sealed: list[tuple[apb.HelperResult, apb.HelperReport, SecureReport]] = []
     for item in request.reports:
         result = apb.HelperResult(report_id=item.report_id)
         results.append(result)
@@ -133,12 +133,15 @@ def verify_job(
                 b"",
                 item.helper_ciphertext,
             )
-            share = open_share(key_pair, ROLE_HELPER, report)
         except SecureFormatError as error:
             result.refusal, result.detail = "WRONG_LENGTH", str(error)
             continue
-        except ReportRejected as rejected:
-            result.refusal, result.detail = rejected.reason.name, rejected.detail
+        sealed.append((result, item, report))
+    opened: list[tuple[apb.HelperResult, bytes, tuple[bytes, bytes, bytes]]] = []
+    shares = open_shares(key_pair, ROLE_HELPER, [report for _, _, report in sealed])
+    for (result, item, _), share in zip(sealed, shares, strict=True):
+        if isinstance(share, ReportRejected):
+            result.refusal, result.detail = share.reason.name, share.detail
             continue
         opened.append(
             (result, item.leader_verifier_share, (item.report_id, item.public_share, share))

@@ -29,7 +29,7 @@ from aggregator.redemption import TokenKeys
 from aggregator.release import set_budget_function
 from aggregator.role_limits import HELPER_LIMITS, LEADER_LIMITS
 from aggregator.secure.admin import LeaderAdmin
-from aggregator.secure.aggregation_driver import AggregationDriver
+from aggregator.secure.aggregation_driver import JOB_REPORTS, AggregationDriver
 from aggregator.secure.aggregation_handler import HelperHandler
 from aggregator.secure.helper_client import HelperClient
 from aggregator.secure.helper_policy import HelperPolicy
@@ -71,7 +71,7 @@ class SecureRoleConfig:
     peer_token: str
     helper: str | None = None
     helper_tls_ca: Path | None = None
-    batch: int = 200
+    batch: int = JOB_REPORTS
     # Admission: the issuer's directory file (both roles need it for token-requiring queries)
     # and this aggregator's name in token challenges (default: the listen host and port).
     token_directory: Path | None = None
@@ -175,7 +175,7 @@ class SecureServer:
             helper = HelperClient(self._channel, self.config.peer_token)
             self.driver = AggregationDriver(self.store, helper, self.metrics, self.config.batch)
             upload = LeaderUpload(
-                self.store, self.key_pair, self.metrics, self.driver.wake.set, self.tokens
+                self.store, self.key_pair, self.metrics, self.driver.held, self.tokens
             )
             register(server, SECURE_COLLECTOR, SecureCollectorService(self.store, upload), gate)
             named = LeaderAdmin(self.store, self.key_pair, helper, self.tokens)

@@ -21,6 +21,9 @@ from ldpcollect.secure.sealing import HpkeKeyPair
 T = TypeVar("T")
 
 OPEN, CLOSED, RELEASED = 1, 2, 3
+CACHE_KIB = 64 * 1024
+"""SQLite's page cache (default 2 MiB): held reports read back by their job are still in it,
+not read from the file again."""
 STATE_NAMES = {OPEN: "open", CLOSED: "closed", RELEASED: "released"}
 
 
@@ -82,6 +85,7 @@ class StoreCore:
             db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = FULL")
+            db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
             schema = resources.files("aggregator.secure").joinpath("schema/secure_v1.sql")
             db.executescript(schema.read_text())
             spent_tokens.migrate(db)

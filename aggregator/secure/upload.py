@@ -3,12 +3,19 @@
 Each upload is checked as far as the leader alone can (it decodes, the query is open, the
 round, both config ids, the leader's share opens and has the right length, the helper's
 ciphertext has the right size), then held durably and acknowledged; the aggregation driver
-verifies it with the helper afterwards (docs/secure-mode.md, "Acknowledgement")."""
+verifies it with the helper afterwards (docs/secure-mode.md, "Acknowledgement").
+
+What is held of a report: its opened leader share, and the report with its leader ciphertext
+replaced by the ciphertext's SHA-256 (`held_body`): the share is stored once, not twice
+(sealed and opened), and the store's digest of the held body still tells the same upload from
+any other."""
 
 from __future__ import annotations
 
+import hashlib
+import struct
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from aggregator.errors import (
     AlreadyExists,
@@ -31,12 +38,14 @@ from aggregator.secure.token_check import (
     requires_tokens,
 )
 from ldpcollect.admission.verification import Verdict
-from ldpcollect.secure.sealing import ENC_SIZE, ROLE_LEADER, TAG_SIZE, HpkeKeyPair, open_input_share
+from ldpcollect.secure.sealing import ENC_SIZE, ROLE_LEADER, TAG_SIZE, HpkeKeyPair
 from ldpcollect.secure.upload import (
+    BitsVdaf,
     Refusal,
     ReportRejected,
     SecureFormatError,
     SecureReport,
+    open_shares,
 )
 from ldpcollect.vdaf.errors import VdafError
 from ldpcollect.vdaf.xof import SEED_SIZE
@@ -46,12 +55,45 @@ MAX_UPLOAD_REPORTS = 1_000
 
 @dataclass(frozen=True)
 class Checked:
-    """An upload that passed the leader's checks: what the store holds."""
+    """An upload that passed the leader's checks: what the store holds (`body` is the
+    held body, `held_body`)."""
 
     report: SecureReport
     body: bytes
     leader_share: bytes
     token: bytes = b""
+
+
+def held_body(report: SecureReport, body: bytes) -> bytes:
+    """The report as the leader holds it until its job (`body`: its upload, the exact
+    encoding of `report`): the leader ciphertext replaced by its SHA-256 (the opened share is
+    held beside it). Two uploads of one report id give the same held body only if they are
+    the same bytes (up to a SHA-256 collision), so the store's duplicate check keeps its
+    meaning; the job reads the public share and the helper's ciphertext from it as from the
+    upload."""
+    end = len(body) - 4 - len(report.helper_ciphertext)
+    start = end - 4 - len(report.leader_ciphertext)
+    return (
+        body[:start] + _HASH_SIZE + hashlib.sha256(report.leader_ciphertext).digest() + body[end:]
+    )
+
+
+_HASH_SIZE = struct.pack(">I", hashlib.sha256().digest_size)
+
+
+@dataclass(frozen=True)
+class QueryRules:
+    """What every report of one query is checked against, worked out once per upload."""
+
+    query: StoredQuery
+    vdaf: BitsVdaf
+    helper_config_id: int
+    helper_size: int
+
+    @classmethod
+    def of(cls, query: StoredQuery) -> QueryRules:
+        helper_size = 1 + ENC_SIZE + 2 * SEED_SIZE + TAG_SIZE
+        return cls(query, vdaf_of(query), config_of(query.params, "helper").config_id, helper_size)
 
 
 class ReportRefused(Invalid):
@@ -78,44 +120,44 @@ class UploadResult:
     rejected: list[tuple[int, bytes, ServiceError]] = field(default_factory=list)
 
 
-def check_report(
-    report: SecureReport, body: bytes, query: StoredQuery, key_pair: HpkeKeyPair
-) -> Checked:
-    """Everything the leader can check alone about `report` (decoded from `body`); raises a
-    refusal (ReportRefused for the report's own faults)."""
+def check_sealed(report: SecureReport, rules: QueryRules, key_pair: HpkeKeyPair) -> None:
+    """What the leader checks about `report` for the query of `rules` before opening its
+    share; raises a refusal (ReportRefused for the report's own faults)."""
+    query = rules.query
     if query.state != OPEN:
         raise FailedPrecondition(f"secure query {query.query_id!r} is not open")
     expected_round = query.params["upload_round"]
     if report.round != expected_round:
         raise ReportRefused("WRONG_ROUND", f"round must be {expected_round} for this query")
-    vdaf = vdaf_of(query)
-    helper = config_of(query.params, "helper")
-    helper_size = 1 + ENC_SIZE + 2 * SEED_SIZE + TAG_SIZE
+    helper, helper_size = report.helper_ciphertext, rules.helper_size
+    if not helper or helper[0] != rules.helper_config_id:
+        raise ReportRefused("WRONG_CONFIG_ID", "the helper's share names another config")
+    if len(helper) != helper_size:
+        raise ReportRefused(
+            "WRONG_LENGTH",
+            f"the helper's ciphertext is {len(helper)} bytes, expected {helper_size}",
+        )
+    ciphertext = report.leader_ciphertext
+    if not ciphertext or ciphertext[0] != key_pair.config.config_id:
+        raise ReportRefused("WRONG_CONFIG_ID", "the leader's share names another config")
+
+
+def check_opened(
+    report: SecureReport, body: bytes, rules: QueryRules, opened: bytes | ReportRejected
+) -> Checked:
+    """The rest, once the leader's share is opened (`opened`: its plaintext, or why it did
+    not open): the public share and the opened share decode for the query's VDAF."""
     try:
-        if not report.helper_ciphertext or report.helper_ciphertext[0] != helper.config_id:
-            raise ReportRejected(Refusal.WRONG_CONFIG_ID, "the helper's share names another config")
-        if len(report.helper_ciphertext) != helper_size:
-            raise ReportRejected(
-                Refusal.WRONG_LENGTH,
-                f"the helper's ciphertext is {len(report.helper_ciphertext)} bytes, "
-                f"expected {helper_size}",
-            )
-        ciphertext = report.leader_ciphertext
-        if not ciphertext or ciphertext[0] != key_pair.config.config_id:
-            raise ReportRejected(Refusal.WRONG_CONFIG_ID, "the leader's share names another config")
-        meta = (report.query_id, report.round, report.report_id, report.public_share)
+        if isinstance(opened, ReportRejected):
+            raise opened
         try:
-            plaintext = open_input_share(key_pair, ROLE_LEADER, *meta, ciphertext)
-        except ValueError as error:
-            raise ReportRejected(Refusal.BAD_CIPHERTEXT, str(error)) from None
-        try:
-            vdaf.decode_public_share(report.public_share)
-            vdaf.check_input_share(0, plaintext)
+            rules.vdaf.decode_public_share(report.public_share)
+            rules.vdaf.check_input_share(0, opened)
         except VdafError as error:
             raise ReportRejected(Refusal.WRONG_LENGTH, str(error)) from None
     except ReportRejected as rejected:
         raise ReportRefused(rejected.reason.name, rejected.detail) from None
-    return Checked(report, body, plaintext)
+    return Checked(report, held_body(report, body), opened)
 
 
 def _decode(body: bytes) -> SecureReport:
@@ -150,22 +192,30 @@ class LeaderUpload:
                 "in the same order, or none (nothing counted)"
             )
         result = UploadResult()
-        queries: dict[str, StoredQuery | None] = {}
+        queries: dict[str, QueryRules | None] = {}
         held: dict[str, list[tuple[int, Checked]]] = {}
+        sealed: list[tuple[int, bytes, SecureReport, QueryRules]] = []
         for index, body in enumerate(bodies):
             try:
-                checked = self._check(body, queries)
+                sealed.append((index, body, *self._check(body, queries)))
+            except ServiceError as refused:
+                self._reject(result, index, b"", refused)
+        # the leader's shares of the whole upload opened in one call (per query)
+        opened = open_shares(self.key_pair, ROLE_LEADER, [s[2] for s in sealed])
+        for (index, body, report, rules), share in zip(sealed, opened, strict=True):
+            try:
+                checked = check_opened(report, body, rules, share)
             except ServiceError as refused:
                 self._reject(result, index, b"", refused)
                 continue
-            token = bytes(tokens[index]) if tokens else b""
-            checked = Checked(checked.report, checked.body, checked.leader_share, token)
-            held.setdefault(checked.report.query_id, []).append((index, checked))
+            if tokens:
+                checked = replace(checked, token=bytes(tokens[index]))
+            held.setdefault(report.query_id, []).append((index, checked))
         for query_id, items in held.items():
-            query = queries[query_id]
-            if query is not None and requires_tokens(query.params):
+            found = queries[query_id]  # never None: its reports were checked against it
+            if found is not None and requires_tokens(found.query.params):
                 try:
-                    items = self._redeemable(query, items, result)
+                    items = self._redeemable(found.query, items, result)
                 except ServiceError as refused:  # no token directory here
                     for index, checked in items:
                         self._reject(result, index, checked.report.report_id, refused)
@@ -180,17 +230,18 @@ class LeaderUpload:
             for (index, checked), outcome in zip(items, outcomes, strict=True):
                 if outcome == UploadOutcome.NEW:
                     result.accepted += 1
-                    self.metrics.uploads.labels("accepted").inc()
                 elif outcome == UploadOutcome.DUPLICATE:
                     result.duplicates += 1
-                    self.metrics.uploads.labels("duplicate").inc()
                 elif outcome == UploadOutcome.TOKEN_SPENT:
                     spent = TokenRefused(replayed_token(), "TOKEN_REPLAY")
                     self._reject(result, index, checked.report.report_id, spent)
                 else:
                     conflict = AlreadyExists("REPLAY: this report id was uploaded with other bytes")
                     self._reject(result, index, checked.report.report_id, conflict)
+        if result.duplicates:
+            self.metrics.uploads.labels("duplicate").inc(result.duplicates)
         if result.accepted:
+            self.metrics.uploads.labels("accepted").inc(result.accepted)
             self.on_held()
         result.rejected.sort(key=lambda rejected: rejected[0])
         return result
@@ -216,18 +267,21 @@ class LeaderUpload:
                 self._reject(result, index, checked.report.report_id, refused)
         return kept
 
-    def _check(self, body: bytes, queries: dict[str, StoredQuery | None]) -> Checked:
+    def _check(
+        self, body: bytes, queries: dict[str, QueryRules | None]
+    ) -> tuple[SecureReport, QueryRules]:
         report = _decode(body)
         query_id = report.query_id
         if query_id not in queries:
             try:
-                queries[query_id] = self.store.query(query_id)
+                queries[query_id] = QueryRules.of(self.store.query(query_id))
             except NotFound:
                 queries[query_id] = None
-        query = queries[query_id]
-        if query is None:
+        rules = queries[query_id]
+        if rules is None:
             raise NotFound(f"no secure query {query_id!r}")
-        return check_report(report, body, query, self.key_pair)
+        check_sealed(report, rules, self.key_pair)
+        return report, rules
 
     def _reject(
         self,

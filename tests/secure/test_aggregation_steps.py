@@ -4,18 +4,27 @@ refuses a bad proof; the leader refuses a helper answer that does not match its 
 
 from __future__ import annotations
 
+import hashlib
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from aggregator.secure.aggregation_driver import HelperGarbage, finish, leader_half
 from aggregator.secure.aggregation_handler import HelperHandler
 from aggregator.secure.metrics import SecureMetrics
 from aggregator.secure.store import HeldReport, SecureStore
-from aggregator.secure.upload import LeaderUpload
+from aggregator.secure.upload import LeaderUpload, held_body
 from ldpcollect.secure.query_vdaf import ROUND_VDAF, query_vdaf
-from ldpcollect.secure.sealing import ROLE_LEADER, generate_key_pair, open_input_share
+from ldpcollect.secure.sealing import (
+    ROLE_LEADER,
+    generate_key_pair,
+    open_input_share,
+    seal_input_share,
+)
 from ldpcollect.secure.upload import SecureReport, shard_report
 from ldpcollect.v1 import aggregation_pb2 as apb
 
@@ -171,3 +180,63 @@ def test_the_leader_counts_each_refused_upload_by_reason_and_holds_nothing(
     assert sample("ldpcollect_secure_uploads_total", {"outcome": "BAD_CIPHERTEXT"}) == 1
     assert sample("ldpcollect_secure_uploads_total", {"outcome": "MALFORMED"}) == 1
     assert leader.pending("q") == {"q": 1}
+
+
+def test_the_leader_holds_its_share_once_and_still_tells_a_conflict_from_a_duplicate(
+    tmp_path: Path,
+) -> None:
+    leader, helper = stores(tmp_path)
+    uploads = LeaderUpload(leader, LEADER, SecureMetrics(), lambda: None)
+    rng = random.Random(7)
+    good = held(rng, [0, 1, 0, 1])
+    report = SecureReport.decode(good.body)
+    # the same report id and share, sealed again: other bytes, so a conflict (REPLAY)
+    resealed = SecureReport(
+        "q",
+        1,
+        report.report_id,
+        report.public_share,
+        seal_input_share(
+            LEADER.config,
+            ROLE_LEADER,
+            "q",
+            1,
+            report.report_id,
+            report.public_share,
+            good.leader_share,
+        ),
+        report.helper_ciphertext,
+    )
+    first = uploads.upload([good.body])
+    again = uploads.upload([good.body, resealed.encode()])
+    assert (first.accepted, again.duplicates) == (1, 1)
+    assert [type(refusal).__name__ for _, _, refusal in again.rejected] == ["AlreadyExists"]
+    job = leader.claim_job("q", 10, b"g" * 16)
+    assert job is not None
+    job_id, reports = job
+    kept = SecureReport.decode(reports[0].body)
+    assert report.leader_ciphertext not in reports[0].body
+    assert kept.leader_ciphertext == hashlib.sha256(report.leader_ciphertext).digest()
+    assert (kept.public_share, kept.helper_ciphertext) == (
+        report.public_share,
+        report.helper_ciphertext,
+    )
+    assert reports[0].leader_share == good.leader_share
+    handler = HelperHandler(helper, HELPER, SecureMetrics())
+    half = leader_half(leader.query("q"), job_id, reports)
+    outcomes, _ = finish(leader.query("q"), half, handler.aggregate(half.request))
+    assert outcomes == [(report.report_id, "")]
+
+
+@given(
+    query_id=st.text(min_size=1, max_size=30),
+    public=st.binary(max_size=100),
+    leader=st.binary(max_size=300),
+    helper=st.binary(max_size=200),
+)
+def test_the_held_body_is_the_report_with_its_leader_ciphertext_hashed(
+    query_id: str, public: bytes, leader: bytes, helper: bytes
+) -> None:
+    report = SecureReport(query_id, 7, bytes(range(16)), public, leader, helper)
+    hashed = replace(report, leader_ciphertext=hashlib.sha256(leader).digest())
+    assert held_body(report, report.encode()) == hashed.encode()

@@ -1,0 +1,315 @@
+/* HPKE base-mode Open (RFC 9180, sections 4.1, 5.1 and 5.2) for the secure mode's suite,
+ * DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM, with an empty aad (as `cryptography`'s
+ * HPKE API seals), on the machine's OpenSSL (libcrypto): a whole batch of ciphertexts sealed
+ * to one key pair in one call, with the interpreter lock released. Each ciphertext has its own
+ * ephemeral key, so every report's key schedule is computed in full; only the key objects
+ * and contexts are made once per batch.
+ *
+ * `cryptography`'s `Suite.decrypt` stays the reference (ldpcollect/secure/sealing.py): tests
+ * compare the two on random inputs and on tampered ciphertexts
+ * (tests/secure/test_native_hpke.py).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <string.h>
+
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+
+#define ENC_SIZE 32
+#define KEY_SIZE 32
+#define TAG_SIZE 16
+#define AEAD_KEY_SIZE 16
+#define NONCE_SIZE 12
+#define HASH_SIZE 32
+#define BLOCK_SIZE 64
+
+static const unsigned char VERSION[] = "HPKE-v1";
+/* "KEM" || I2OSP(0x0020, 2) */
+static const unsigned char KEM_SUITE[] = {'K', 'E', 'M', 0x00, 0x20};
+/* "HPKE" || I2OSP(kem 0x0020, 2) || I2OSP(kdf 0x0001, 2) || I2OSP(aead 0x0001, 2) */
+static const unsigned char HPKE_SUITE[] = {'H', 'P', 'K', 'E', 0x00, 0x20, 0x00, 0x01, 0x00, 0x01};
+
+typedef struct {
+    const unsigned char *data;
+    size_t size;
+} Part;
+
+typedef struct {
+    EVP_MD_CTX *md;
+    const EVP_MD *sha256;
+} Hmac;
+
+/* HMAC-SHA256 of the concatenated parts under `key` (at most one block long). */
+static int hmac_sha256(Hmac *h, const unsigned char *key, size_t key_size, const Part *parts,
+                       int count, unsigned char out[HASH_SIZE])
+{
+    unsigned char pad[BLOCK_SIZE], inner[HASH_SIZE];
+    memset(pad, 0x36, sizeof pad);
+    for (size_t i = 0; i < key_size; i++)
+        pad[i] ^= key[i];
+    if (EVP_DigestInit_ex2(h->md, h->sha256, NULL) != 1 ||
+        EVP_DigestUpdate(h->md, pad, sizeof pad) != 1)
+        return 0;
+    for (int i = 0; i < count; i++)
+        if (parts[i].size && EVP_DigestUpdate(h->md, parts[i].data, parts[i].size) != 1)
+            return 0;
+    if (EVP_DigestFinal_ex(h->md, inner, NULL) != 1)
+        return 0;
+    memset(pad, 0x5c, sizeof pad);
+    for (size_t i = 0; i < key_size; i++)
+        pad[i] ^= key[i];
+    return EVP_DigestInit_ex2(h->md, h->sha256, NULL) == 1 &&
+           EVP_DigestUpdate(h->md, pad, sizeof pad) == 1 &&
+           EVP_DigestUpdate(h->md, inner, sizeof inner) == 1 &&
+           EVP_DigestFinal_ex(h->md, out, NULL) == 1;
+}
+
+/* LabeledExtract(salt, label, ikm) = HKDF-Extract(salt, "HPKE-v1" || suite || label || ikm);
+ * an empty salt is HashLen zero bytes, the same HMAC key. */
+static int labeled_extract(Hmac *h, const unsigned char *suite, size_t suite_size,
+                           const unsigned char *salt, size_t salt_size, const char *label,
+                           const unsigned char *ikm, size_t ikm_size, unsigned char out[HASH_SIZE])
+{
+    Part parts[] = {{VERSION, sizeof VERSION - 1},
+                    {suite, suite_size},
+                    {(const unsigned char *)label, strlen(label)},
+                    {ikm, ikm_size}};
+    return hmac_sha256(h, salt, salt_size, parts, 4, out);
+}
+
+/* LabeledExpand(prk, label, info, L) for L <= HashLen: the first L bytes of
+ * HMAC(prk, I2OSP(L, 2) || "HPKE-v1" || suite || label || info || 0x01). */
+static int labeled_expand(Hmac *h, const unsigned char *suite, size_t suite_size,
+                          const unsigned char prk[HASH_SIZE], const char *label,
+                          const unsigned char *info, size_t info_size, size_t length,
+                          unsigned char *out)
+{
+    unsigned char size[2] = {(unsigned char)(length >> 8), (unsigned char)length}, one = 1;
+    unsigned char block[HASH_SIZE];
+    Part parts[] = {{size, 2},
+                    {VERSION, sizeof VERSION - 1},
+                    {suite, suite_size},
+                    {(const unsigned char *)label, strlen(label)},
+                    {info, info_size},
+                    {&one, 1}};
+    if (!hmac_sha256(h, prk, HASH_SIZE, parts, 6, block))
+        return 0;
+    memcpy(out, block, length);
+    OPENSSL_cleanse(block, sizeof block);
+    return 1;
+}
+
+typedef struct {
+    EVP_PKEY *private_key;
+    unsigned char public_key[KEY_SIZE];
+    EVP_PKEY_CTX *derive;
+    EVP_CIPHER_CTX *aead;
+    EVP_CIPHER *aes_gcm;
+    EVP_MD *sha256;
+    Hmac hmac;
+    unsigned char psk_id_hash[HASH_SIZE];
+} Opener;
+
+/* The plaintext of one `enc || ciphertext || tag` into `out` (size - ENC_SIZE - TAG_SIZE
+ * bytes); 0 when it does not open. */
+static int open_one(Opener *o, const unsigned char *info, size_t info_size,
+                    const unsigned char *sealed, size_t size, unsigned char *out)
+{
+    int ok = 0, written = 0;
+    unsigned char dh[KEY_SIZE], kem_context[ENC_SIZE + KEY_SIZE], eae_prk[HASH_SIZE];
+    unsigned char shared[HASH_SIZE], info_hash[HASH_SIZE], secret[HASH_SIZE];
+    unsigned char context[1 + 2 * HASH_SIZE], key[AEAD_KEY_SIZE], nonce[NONCE_SIZE];
+    size_t dh_size = sizeof dh, body = size - ENC_SIZE - TAG_SIZE;
+    EVP_PKEY *ephemeral = EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, NULL, sealed, ENC_SIZE);
+    /* Decap: OpenSSL refuses an all-zero shared secret (RFC 9180, 7.1.4). */
+    if (!ephemeral || EVP_PKEY_derive_set_peer_ex(o->derive, ephemeral, 0) != 1 ||
+        EVP_PKEY_derive(o->derive, dh, &dh_size) != 1 || dh_size != KEY_SIZE)
+        goto done;
+    memcpy(kem_context, sealed, ENC_SIZE);
+    memcpy(kem_context + ENC_SIZE, o->public_key, KEY_SIZE);
+    if (!labeled_extract(&o->hmac, KEM_SUITE, sizeof KEM_SUITE, NULL, 0, "eae_prk", dh, dh_size,
+                         eae_prk) ||
+        !labeled_expand(&o->hmac, KEM_SUITE, sizeof KEM_SUITE, eae_prk, "shared_secret",
+                        kem_context, sizeof kem_context, HASH_SIZE, shared))
+        goto done;
+    /* KeyScheduleR, mode_base: no psk, so psk_id_hash is the same for every report. */
+    context[0] = 0x00;
+    memcpy(context + 1, o->psk_id_hash, HASH_SIZE);
+    if (!labeled_extract(&o->hmac, HPKE_SUITE, sizeof HPKE_SUITE, NULL, 0, "info_hash", info,
+                         info_size, info_hash))
+        goto done;
+    memcpy(context + 1 + HASH_SIZE, info_hash, HASH_SIZE);
+    if (!labeled_extract(&o->hmac, HPKE_SUITE, sizeof HPKE_SUITE, shared, HASH_SIZE, "secret",
+                         NULL, 0, secret) ||
+        !labeled_expand(&o->hmac, HPKE_SUITE, sizeof HPKE_SUITE, secret, "key", context,
+                        sizeof context, AEAD_KEY_SIZE, key) ||
+        !labeled_expand(&o->hmac, HPKE_SUITE, sizeof HPKE_SUITE, secret, "base_nonce", context,
+                        sizeof context, NONCE_SIZE, nonce))
+        goto done;
+    /* The first message: its nonce is base_nonce itself (sequence number 0). */
+    if (EVP_DecryptInit_ex2(o->aead, o->aes_gcm, key, nonce, NULL) != 1 ||
+        (body && EVP_DecryptUpdate(o->aead, out, &written, sealed + ENC_SIZE, (int)body) != 1) ||
+        EVP_CIPHER_CTX_ctrl(o->aead, EVP_CTRL_GCM_SET_TAG, TAG_SIZE,
+                            (void *)(sealed + ENC_SIZE + body)) != 1)
+        goto done;
+    int tail = 0;
+    ok = EVP_DecryptFinal_ex(o->aead, out + written, &tail) == 1;
+done:
+    EVP_PKEY_free(ephemeral);
+    OPENSSL_cleanse(dh, sizeof dh);
+    OPENSSL_cleanse(eae_prk, sizeof eae_prk);
+    OPENSSL_cleanse(shared, sizeof shared);
+    OPENSSL_cleanse(secret, sizeof secret);
+    OPENSSL_cleanse(key, sizeof key);
+    if (!ok && body)
+        OPENSSL_cleanse(out, body);
+    return ok;
+}
+
+static void opener_free(Opener *o)
+{
+    EVP_PKEY_free(o->private_key);
+    EVP_PKEY_CTX_free(o->derive);
+    EVP_CIPHER_CTX_free(o->aead);
+    EVP_CIPHER_free(o->aes_gcm);
+    EVP_MD_CTX_free(o->hmac.md);
+    EVP_MD_free(o->sha256);
+}
+
+static int opener_init(Opener *o, const unsigned char *private_key)
+{
+    size_t public_size = KEY_SIZE;
+    memset(o, 0, sizeof *o);
+    o->private_key = EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, NULL, private_key, KEY_SIZE);
+    if (!o->private_key ||
+        EVP_PKEY_get_raw_public_key(o->private_key, o->public_key, &public_size) != 1)
+        return 0;
+    o->derive = EVP_PKEY_CTX_new(o->private_key, NULL);
+    o->aead = EVP_CIPHER_CTX_new();
+    o->aes_gcm = EVP_CIPHER_fetch(NULL, "AES-128-GCM", NULL);
+    o->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+    o->hmac.md = EVP_MD_CTX_new();
+    o->hmac.sha256 = o->sha256;
+    if (!o->derive || !o->aead || !o->aes_gcm || !o->sha256 || !o->hmac.md ||
+        EVP_PKEY_derive_init(o->derive) != 1)
+        return 0;
+    return labeled_extract(&o->hmac, HPKE_SUITE, sizeof HPKE_SUITE, NULL, 0, "psk_id_hash", NULL,
+                           0, o->psk_id_hash);
+}
+
+/* open_base(private_key, items) -> list[bytes | None]: items are (info, enc || ciphertext)
+ * pairs of bytes, each sealed to the X25519 key `private_key` (32 bytes); per item its
+ * plaintext, or None when it is too short or does not open. */
+static PyObject *open_base(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer key;
+    PyObject *items, *result = NULL, *seq = NULL;
+    const unsigned char **infos = NULL, **sealed = NULL;
+    size_t *info_sizes = NULL, *sizes = NULL, *offsets = NULL, total = 0;
+    unsigned char *plain = NULL, *ok = NULL;
+    Opener opener;
+    int opener_ready = 0;
+    if (!PyArg_ParseTuple(args, "y*O", &key, &items))
+        return NULL;
+    if (key.len != KEY_SIZE) {
+        PyErr_Format(PyExc_ValueError, "an X25519 private key is %d bytes", KEY_SIZE);
+        goto done;
+    }
+    /* A tuple of the pairs: nothing another thread does to `items` while the lock is released
+     * frees them (pairs of bytes are immutable). */
+    seq = PySequence_Tuple(items);
+    if (!seq)
+        goto done;
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    size_t count = (size_t)n ? (size_t)n : 1;
+    infos = PyMem_Calloc(count, sizeof *infos);
+    sealed = PyMem_Calloc(count, sizeof *sealed);
+    info_sizes = PyMem_Calloc(count, sizeof *info_sizes);
+    sizes = PyMem_Calloc(count, sizeof *sizes);
+    offsets = PyMem_Calloc(count, sizeof *offsets);
+    ok = PyMem_Calloc(count, 1);
+    if (!infos || !sealed || !info_sizes || !sizes || !offsets || !ok) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(seq, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+            !PyBytes_Check(PyTuple_GET_ITEM(pair, 0)) || !PyBytes_Check(PyTuple_GET_ITEM(pair, 1))) {
+            PyErr_SetString(PyExc_TypeError, "each item must be a (bytes, bytes) pair");
+            goto done;
+        }
+        PyObject *info = PyTuple_GET_ITEM(pair, 0), *ct = PyTuple_GET_ITEM(pair, 1);
+        infos[i] = (const unsigned char *)PyBytes_AS_STRING(info);
+        info_sizes[i] = (size_t)PyBytes_GET_SIZE(info);
+        sealed[i] = (const unsigned char *)PyBytes_AS_STRING(ct);
+        sizes[i] = (size_t)PyBytes_GET_SIZE(ct);
+        offsets[i] = total;
+        if (sizes[i] >= ENC_SIZE + TAG_SIZE)
+            total += sizes[i] - ENC_SIZE - TAG_SIZE;
+    }
+    plain = PyMem_Malloc(total ? total : 1);
+    if (!plain) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int ready;
+    Py_BEGIN_ALLOW_THREADS
+    ready = opener_init(&opener, key.buf);
+    opener_ready = 1;
+    for (Py_ssize_t i = 0; ready && i < n; i++)
+        ok[i] = sizes[i] >= ENC_SIZE + TAG_SIZE &&
+                open_one(&opener, infos[i], info_sizes[i], sealed[i], sizes[i], plain + offsets[i]);
+    ERR_clear_error();
+    Py_END_ALLOW_THREADS
+    if (!ready) {
+        PyErr_SetString(PyExc_ValueError, "OpenSSL could not set up X25519, SHA-256 or AES-GCM");
+        goto done;
+    }
+    result = PyList_New(n);
+    if (!result)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = ok[i] ? PyBytes_FromStringAndSize((const char *)plain + offsets[i],
+                                                           (Py_ssize_t)(sizes[i] - ENC_SIZE - TAG_SIZE))
+                               : Py_NewRef(Py_None);
+        if (!item) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i, item);
+    }
+done:
+    if (opener_ready)
+        opener_free(&opener);
+    if (plain) {
+        OPENSSL_cleanse(plain, total);
+        PyMem_Free(plain);
+    }
+    PyMem_Free(infos);
+    PyMem_Free(sealed);
+    PyMem_Free(info_sizes);
+    PyMem_Free(sizes);
+    PyMem_Free(offsets);
+    PyMem_Free(ok);
+    Py_XDECREF(seq);
+    PyBuffer_Release(&key);
+    return result;
+}
+
+static PyMethodDef module_methods[] = {
+    {"open_base", open_base, METH_VARARGS,
+     "open_base(private_key, items) -> list[bytes | None]: HPKE base-mode Open of each "
+     "(info, enc || ciphertext) pair (X25519, HKDF-SHA256, AES-128-GCM, empty aad)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "ldpcollect.secure._native_hpke",
+    "Batched HPKE base-mode Open on OpenSSL.", -1, module_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__native_hpke(void) { return PyModule_Create(&module); }
