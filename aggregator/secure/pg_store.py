@@ -48,11 +48,12 @@ from psycopg import errors as pg_errors
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from aggregator.errors import AlreadyExists, FailedPrecondition, NotFound, Unavailable
+from aggregator.errors import AlreadyExists, FailedPrecondition, Unavailable
 from aggregator.secure import spent_tokens
 from aggregator.secure.store_core import (
     CLOSED,
     OPEN,
+    QUERY_COLUMNS,
     RELEASED,
     HeldReport,
     StoredQuery,
@@ -235,23 +236,10 @@ class PostgresSecureStore:
     @staticmethod
     def _query(conn: Conn, query_id: str, lock: str = "") -> StoredQuery:
         row = conn.execute(
-            "SELECT body, verify_key, state, aggregate, aggregated, refused, sealed_share "
-            "FROM secure_queries WHERE query_id = %s " + lock,
+            f"SELECT {QUERY_COLUMNS} FROM secure_queries WHERE query_id = %s {lock}",
             (query_id,),
         ).fetchone()
-        if row is None:
-            raise NotFound(f"no secure query {query_id!r}")
-        body, key, state, aggregate, aggregated, refused, sealed = row
-        return StoredQuery(
-            query_id,
-            json.loads(body),
-            bytes(key),
-            int(state),
-            bytes(aggregate),
-            int(aggregated),
-            int(refused),
-            None if sealed is None else bytes(sealed),
-        )
+        return StoredQuery.from_row(query_id, row)
 
     def create_query(
         self, query_id: str, params: dict[str, Any], verify_key: bytes, aggregate: bytes

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -37,6 +37,27 @@ class StoredQuery:
     aggregated: int
     refused: int
     sealed_share: bytes | None
+
+    @classmethod
+    def from_row(cls, query_id: str, row: Sequence[Any] | None) -> StoredQuery:
+        """The query from its row's `QUERY_COLUMNS` (either store's); NotFound for none."""
+        if row is None:
+            raise NotFound(f"no secure query {query_id!r}")
+        body, key, state, aggregate, aggregated, refused, sealed = row
+        return cls(
+            query_id,
+            json.loads(body),
+            bytes(key),
+            int(state),
+            bytes(aggregate),
+            int(aggregated),
+            int(refused),
+            None if sealed is None else bytes(sealed),
+        )
+
+
+QUERY_COLUMNS = "body, verify_key, state, aggregate, aggregated, refused, sealed_share"
+"""What `StoredQuery.from_row` reads, in its order."""
 
 
 @dataclass(frozen=True)
@@ -137,20 +158,6 @@ class StoreCore:
     @staticmethod
     def _query(db: sqlite3.Connection, query_id: str) -> StoredQuery:
         row = db.execute(
-            "SELECT body, verify_key, state, aggregate, aggregated, refused, sealed_share "
-            "FROM secure_queries WHERE query_id = ?",
-            (query_id,),
+            f"SELECT {QUERY_COLUMNS} FROM secure_queries WHERE query_id = ?", (query_id,)
         ).fetchone()
-        if row is None:
-            raise NotFound(f"no secure query {query_id!r}")
-        body, key, state, aggregate, aggregated, refused, sealed = row
-        return StoredQuery(
-            query_id,
-            json.loads(body),
-            bytes(key),
-            int(state),
-            bytes(aggregate),
-            int(aggregated),
-            int(refused),
-            None if sealed is None else bytes(sealed),
-        )
+        return StoredQuery.from_row(query_id, row)
