@@ -38,6 +38,8 @@ def test_progress_read_while_jobs_commit_always_adds_up_to_every_held_report(
         )
         assert outcomes.count("new") == held
 
+        read = threading.Event()
+
         def jobs() -> None:
             for n in range(held):
                 job = store.claim_job("q", 1, n.to_bytes(16, "big"))
@@ -45,6 +47,11 @@ def test_progress_read_while_jobs_commit_always_adds_up_to_every_held_report(
                 job_id, [report] = job
                 outcome = "" if n % 5 else "bad proof"
                 store.finish_job("q", job_id, [(report.report_id, outcome)], lambda old: old)
+                # Let the reader in between jobs (on a loaded machine this thread could
+                # otherwise run every job before the reader's first turn); the next job
+                # then commits while that reader reads again.
+                read.wait(timeout=0.5)
+                read.clear()
 
         worker = threading.Thread(target=jobs)
         worker.start()
@@ -52,8 +59,10 @@ def test_progress_read_while_jobs_commit_always_adds_up_to_every_held_report(
         while worker.is_alive():
             query, pending = store.progress("q")
             reads.append((query.aggregated, query.refused, pending))
+            read.set()
         worker.join()
-        assert len(reads) > 100  # the reads really raced the jobs
+        during = [r for r in reads if 0 < r[2] < held]
+        assert len(during) > 100, len(during)  # the reads really raced the jobs
         assert {a + r + p for a, r, p in reads} == {held}
         assert store.progress("q")[0].aggregated == held - held // 5
     finally:
