@@ -40,7 +40,7 @@ typecheck: install
 
 # CI=true (as .ci/run sets it) runs hypothesis derandomized: see tests/conftest.py.
 pytest: install
-	@echo "==> pytest (hypothesis profile: $${HYPOTHESIS_PROFILE:-$$( [ "$${CI:-}" = true ] && echo ci || echo dev)}; about 11 minutes on a quiet 2-core machine)"
+	@echo "==> pytest (hypothesis profile: $${HYPOTHESIS_PROFILE:-$$( [ "$${CI:-}" = true ] && echo ci || echo dev)}; 10 to 17 minutes on 2 cores)"
 	$(BIN)/pytest -q --durations=5
 
 # The JavaScript device (clients/js, docs/device-protocol.md): every conformance vector, and
