@@ -367,6 +367,24 @@ def sort_rejections(
     return again, refused
 
 
+async def back_off(
+    delays: Iterator[float],
+    result: RoundResult,
+    fail: Callable[[int, str, str], None],
+    count: int,
+) -> bool:
+    """Before sending again the `count` reports a bulk answer refused for now: wait the next
+    backoff delay and count the retry; False, with the reports counted through `fail`, once
+    the retries are spent."""
+    delay = next(delays, None)
+    if delay is None:
+        fail(count, "RESOURCE_EXHAUSTED", "retries exhausted")
+        return False
+    result.retries += 1
+    await asyncio.sleep(delay)
+    return True
+
+
 async def _stream_call(
     stub: pb_grpc.CollectorAsyncStub, requests: list[pb.SubmitReportRequest], timeout: float
 ) -> pb.SubmitReportsResponse:
@@ -490,13 +508,8 @@ class _Sender:
             if self.hook is not None and done:
                 self.hook(len(done))
             pending = retry_again
-            if pending:
-                delay = next(delays, None)
-                if delay is None:
-                    self.fail(len(pending), "RESOURCE_EXHAUSTED", "retries exhausted")
-                    return
-                self.result.retries += 1
-                await asyncio.sleep(delay)
+            if pending and not await back_off(delays, self.result, self.fail, len(pending)):
+                return
 
 
 async def run_query(

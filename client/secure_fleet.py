@@ -37,6 +37,7 @@ from client.fleet import (
     FleetResult,
     ProgressHook,
     RoundResult,
+    back_off,
     decide,
     ground_truth,
     sort_rejections,
@@ -141,13 +142,8 @@ class _Uploader:
             again, refused = sort_rejections(others, pending, self.fail)
             self._acked([devices[k] for i, k in enumerate(pending) if i not in refused])
             pending = again
-            if pending:
-                delay = next(delays, None)
-                if delay is None:
-                    self.fail(len(pending), "RESOURCE_EXHAUSTED", "retries exhausted")
-                    return
-                self.result.retries += 1
-                await asyncio.sleep(delay)
+            if pending and not await back_off(delays, self.result, self.fail, len(pending)):
+                return
 
 
 async def run_secure_query(

@@ -146,3 +146,22 @@ def test_config_and_retry_reject_bad_values() -> None:
 def test_backoff_grows_to_the_cap() -> None:
     policy = RetryPolicy(max_attempts=6, initial_backoff=0.1, max_backoff=0.4, jitter=0.0)
     assert list(policy.delays()) == [0.1, 0.2, 0.4, 0.4, 0.4]
+
+
+def test_back_off_waits_each_delay_then_gives_the_reports_up_once_retries_are_spent() -> None:
+    """Both uploaders (trusted and secure) send refused-for-now reports again through it."""
+    import asyncio
+
+    from client.fleet import RoundResult, back_off
+
+    result = RoundResult("q", 1, "batch")
+    failed: list[tuple[int, str, str]] = []
+    delays = iter([0.0, 0.0])
+
+    async def attempts() -> list[bool]:
+        fail = lambda n, code, message: failed.append((n, code, message))  # noqa: E731
+        return [await back_off(delays, result, fail, 7) for _ in range(3)]
+
+    assert asyncio.run(attempts()) == [True, True, False]
+    assert result.retries == 2
+    assert failed == [(7, "RESOURCE_EXHAUSTED", "retries exhausted")]
