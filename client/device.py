@@ -174,17 +174,9 @@ class Device:
                     "alone would leak without counting",
                 )
             record = self._decide(info)
-        if record.status == "declined":
-            return Outcome(qid, round_, "declined", message=record.reason)
-        if record.fingerprint != info.fingerprint:
-            return Outcome(
-                qid,
-                round_,
-                "failed",
-                "FAILED_PRECONDITION",
-                "the query's public parameters changed since this device drew its answers; "
-                "it will not draw again for the same query id",
-            )
+        refused = _not_answerable(record, info, round_)
+        if refused is not None:
+            return refused
         if not 1 <= round_ <= len(record.acked):
             return Outcome(qid, round_, "failed", "FAILED_PRECONDITION", f"no round {round_}")
         if record.acked[round_ - 1]:
@@ -245,16 +237,9 @@ class Device:
         if query.state != spb.SECURE_QUERY_STATE_OPEN:
             return Outcome(qid, round_, "failed", "FAILED_PRECONDITION", "query is not open")
         record = self.state.queries.get(qid) or self._decide(info)
-        if record.status == "declined":
-            return Outcome(qid, round_, "declined", message=record.reason)
-        if record.fingerprint != info.fingerprint:
-            return Outcome(
-                qid,
-                round_,
-                "failed",
-                "FAILED_PRECONDITION",
-                "the query's public parameters changed since this device drew its answers",
-            )
+        refused = _not_answerable(record, info, round_)
+        if refused is not None:
+            return refused
         if all(record.acked):
             return Outcome(qid, round_, "already_acknowledged")
         if query.require_tokens and not record.token(round_):
@@ -407,3 +392,20 @@ class Device:
                 if self.on_retry is not None:
                     self.on_retry(attempt, err)
                 self._sleep(delay)
+
+
+def _not_answerable(record: QueryRecord, info: QueryInfo, round_: int) -> Outcome | None:
+    """Why a device with this draw does not answer the query (either trust model), or None:
+    it declined it, or the query's public parameters changed since it drew."""
+    if record.status == "declined":
+        return Outcome(info.query_id, round_, "declined", message=record.reason)
+    if record.fingerprint != info.fingerprint:
+        return Outcome(
+            info.query_id,
+            round_,
+            "failed",
+            "FAILED_PRECONDITION",
+            "the query's public parameters changed since this device drew its answers; "
+            "it will not draw again for the same query id",
+        )
+    return None
