@@ -78,11 +78,21 @@ def describe(box: Box, cells: int, scheme: str) -> str:
     )
 
 
-def box_problem(box: Box) -> str | None:
+@dataclass(frozen=True)
+class BoxProblem:
+    reason: str
+    # The box read lon,lat, when that reading is what would fix it (else None: the box is
+    # simply far from the last fleet, and swapping is no hint).
+    swapped: Box | None
+
+
+def box_problem(box: Box) -> BoxProblem | None:
     """Why the box looks given longitude first, or away from the last fleet; None if fine."""
     other = box.swapped()
     reason = None if other is None else _water_not_land(box, other)
-    return reason if reason is not None else _away_from_fleet(box, other)
+    if reason is not None:
+        return BoxProblem(reason, other)
+    return _away_from_fleet(box, other)
 
 
 def _water_not_land(box: Box, other: Box) -> str | None:
@@ -100,7 +110,7 @@ def _water_not_land(box: Box, other: Box) -> str | None:
     return None
 
 
-def _away_from_fleet(box: Box, other: Box | None) -> str | None:
+def _away_from_fleet(box: Box, other: Box | None) -> BoxProblem | None:
     points = last_fleet_points()
     if points is None:
         return None
@@ -110,15 +120,17 @@ def _away_from_fleet(box: Box, other: Box | None) -> str | None:
         return None
     swapped_inside = 0.0 if other is None else float(other.contains(lats, lons).mean())
     if swapped_inside >= 0.3:
-        return (
+        return BoxProblem(
             f"none of the points of {source} (the last CSV fleet) fall in the box, but "
-            f"{swapped_inside:.0%} would if it were read as lon,lat"
+            f"{swapped_inside:.0%} would if it were read as lon,lat",
+            other,
         )
     nearest = float(distances_km(box.centre, lats, lons).min())
     if nearest > FAR_KM:
-        return (
+        return BoxProblem(
             f"the box's centre is {nearest:,.0f} km from the nearest point of {source} "
-            "(the last CSV fleet)"
+            "(the last CSV fleet)",
+            None,
         )
     return None
 

@@ -259,22 +259,22 @@ def _check_box(text: str, cells: int, scheme: str, accept: bool) -> None:
     box = Box(*_parse_floats(text, "--bbox", 4))
     notes = Console(stderr=True)
     notes.print(describe(box, cells, scheme), soft_wrap=True)
-    reason = box_problem(box)
-    if reason is None:
+    problem = box_problem(box)
+    if problem is None:
         return
     if accept:
-        notes.print(f"warning: {reason} (creating it anyway: --accept-box)", soft_wrap=True)
+        notes.print(f"warning: {problem.reason} (creating it anyway: --accept-box)", soft_wrap=True)
         return
     raise ParameterError(
         "--bbox",
         text,
         "south,west,north,east (latitude first)",
-        f"it does not look like the box meant: {reason}; nothing was created. "
+        f"it does not look like the box meant: {problem.reason}; nothing was created. "
         + (
             f"Given longitude first? Latitude first it reads "
             f"{box.west:g},{box.south:g},{box.east:g},{box.north:g}. "
-            if box.swapped() is not None
-            else ""
+            if problem.swapped is not None
+            else "A query for another place than the last fleet's? "
         )
         + "--accept-box creates it as given",
     )

@@ -247,3 +247,6 @@ def test_query_create_shows_its_box_and_refuses_one_given_longitude_first(
         server=server, ok=False,
     )  # fmt: skip
     assert f"km from the nearest point of {city_csv}" in words(far.stderr)
+    # Swapping would not help here: the message does not suggest it.
+    assert "Given longitude first" not in words(far.stderr)
+    assert "another place than the last fleet's" in words(far.stderr)
