@@ -12,9 +12,12 @@ unguessable by the server. The fleet key is a random file kept by the operator
 
 Answers are drawn per bucket of names (the first byte of each device's keyed hash, 256
 buckets), each bucket from a generator seeded by the secret and the bucket's sorted names: the
-same devices draw the same answers in any row order, and a corrected row changes the draws of
-its own bucket only (about 1/256 of the file), whose other devices the aggregator then refuses
-as "already reported" rather than counting them twice.
+same devices draw the same answers in any row order. A device's draws depend on its own
+location and its place in its bucket only (the mechanisms consume a generator alike whatever
+the locations), so with a device id column a corrected location changes that device's answers
+alone, and the aggregator refuses just that device as "already reported". Without one, a
+corrected row is a new name: its bucket (about 1/256 of the file) draws anew, and the
+aggregator refuses that bucket's other devices too rather than counting anyone twice.
 """
 
 from __future__ import annotations

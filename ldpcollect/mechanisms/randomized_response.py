@@ -100,10 +100,15 @@ class RandomizedResponse:
         n_targets: int,
         rng: np.random.Generator,
     ) -> NDArray[np.bool_]:
+        """Every device draws one Bernoulli per target and one more for its own cell, used only
+        when that cell is a target: the generator is consumed alike whatever the locations, so
+        a device's answers depend on its own location and position alone (a corrected row in
+        a file fleet changes no other device's draws, `client.fleet_identity`)."""
         answers = bernoulli_array(self.yes_given_no, (locations.size, n_targets), rng)
+        own_cell = bernoulli_array(self.yes_given_yes, locations.size, rng)
         at = index(locations)
         rows = np.flatnonzero(at >= 0)
-        answers[rows, at[rows]] = bernoulli_array(self.yes_given_yes, rows.size, rng)
+        answers[rows, at[rows]] = own_cell[rows]
         return answers
 
     def fleet_answers(

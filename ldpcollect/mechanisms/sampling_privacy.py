@@ -100,7 +100,11 @@ class SamplingPrivacy:
         n_targets: int,
         rng: np.random.Generator,
     ) -> tuple[NDArray[np.uint8], NDArray[np.int64], NDArray[np.int64]]:
-        """Round-1 packed answers of a chunk of devices; the selected rows and their targets."""
+        """Round-1 packed answers of a chunk of devices; the selected rows and their targets.
+
+        Every device draws its selection Bernoulli, used only when it is at a target: the
+        generator is consumed alike whatever the locations, so a device's answers depend on
+        its own location and position alone."""
         n_bytes = bits.packed_length(n_targets)
         cells = locations.size * n_bytes
         words = rng.integers(0, _UINT64_MAX, size=-(-cells // 8), dtype=np.uint64, endpoint=True)
@@ -108,7 +112,7 @@ class SamplingPrivacy:
         round1[:, -1] &= np.uint8(bits.padding_mask(n_targets))
         at = index(locations)
         rows = np.flatnonzero(at >= 0)
-        selected = rows[bernoulli_array(self.sampling_rate, rows.size, rng)]
+        selected = rows[bernoulli_array(self.sampling_rate, locations.size, rng)[rows]]
         columns = at[selected]
         round1[selected, columns >> 3] &= ~_bit_masks(columns)
         return round1, selected, columns

@@ -41,6 +41,26 @@ def test_counts_equal_the_sum_of_the_answers_for_the_same_seed(mech: Mechanism) 
     assert not np.any(answers[:, :, -1] & 0x7F)  # padding bits are zero
 
 
+@pytest.mark.parametrize("mech", MECHS, ids=IDS)
+def test_moving_some_devices_changes_no_other_devices_answers(mech: Mechanism) -> None:
+    """A file fleet redraws a corrected file from the same generator: devices that did not
+    move must draw the same answers again, or the aggregator refuses them as reused ids."""
+    targets = np.arange(1000, 1000 + 1001, dtype=np.uint64)  # several chunks
+    locs = population(np.random.default_rng(1), 9_000, targets)
+    moved = locs.copy()
+    movers = np.random.default_rng(2).choice(9_000, size=300, replace=False)
+    # Into a target, out of every target, and from one target to another.
+    moved[movers[:100]] = targets[7]
+    moved[movers[100:200]] = 5 * 10**9
+    moved[movers[200:]] = targets[(np.searchsorted(targets, locs[movers[200:]]) + 1) % 1001]
+    before = mech.fleet_answers(locs, targets, np.random.default_rng(5))
+    after = mech.fleet_answers(moved, targets, np.random.default_rng(5))
+    stayed = np.setdiff1d(np.arange(9_000), movers)
+    np.testing.assert_array_equal(before[:, stayed], after[:, stayed])
+    changed = (before[:, movers] != after[:, movers]).any(axis=(0, 2))
+    assert changed.any()  # the movers did draw for their new places
+
+
 def test_sp_fleet_rounds_differ_only_at_a_selected_own_target() -> None:
     sp = SamplingPrivacy("1/2")
     targets = np.array([5, 3, 9, 11, 2], dtype=np.uint64)
