@@ -144,6 +144,11 @@ NO_BUDGET_REFUSAL = (
 )
 
 
+def unbudgeted(claims: list[PrivacyClaim]) -> list[PrivacyClaim]:
+    """The claims of a release no budget limits (the operator opted out), each saying so."""
+    return [replace(c, explanation=f"{c.explanation} {NO_BUDGET_NOTE}") for c in claims]
+
+
 class ReleaseAccounting:
     """Claims for a query (cached: they depend only on the query and the delta) and noise.
 
@@ -293,7 +298,7 @@ class Releaser:
         if ledger.mode == "none":
             if self._require_budget and not ledger.no_budget:
                 raise FailedPrecondition(NO_BUDGET_REFUSAL.format(query_id=query.query_id))
-            claims = [replace(c, explanation=f"{c.explanation} {NO_BUDGET_NOTE}") for c in claims]
+            claims = unbudgeted(claims)
         try:
             ledger.check(claims)
         except budget_exceeded as exc:

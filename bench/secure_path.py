@@ -129,7 +129,7 @@ def secure_path_rate(
     VDAF in every process, as on main before the compiled kernels)."""
     cells = path_targets(targets)
     mech = RandomizedResponse("0.85", "0.3") if mechanism == "rr" else SamplingPrivacy("0.5")
-    with reference_code(reference), secure_deployment("bench-secure-") as run:
+    with reference_code(reference), secure_deployment("bench-secure-", None) as run:
         channel = run.channel
         created = create_secure_query(channel, run.admin_token, run.collector, mech, cells, 100)
         query = fetch_query(channel, created.query_id)

@@ -38,7 +38,7 @@ def path_rate(mechanism: str, n: int, issuer: Issuer | None, directory: Path | N
     """Reports per second from the first upload until all are aggregated at both."""
     targets = block_targets(geo.DEFAULT_CENTER)
     mech = RandomizedResponse("0.85", "0.3") if mechanism == "rr" else SamplingPrivacy("0.5")
-    with secure_deployment("bench-secure-tokens-", directory) as run:
+    with secure_deployment("bench-secure-tokens-", None, directory) as run:
         channel = run.channel
         created = create_secure_query(
             channel, run.admin_token, run.collector, mech, targets, 100, require_tokens=bool(issuer)

@@ -160,7 +160,9 @@ def run_demo(settings: DemoSettings, console: Console) -> None:
             say(f"token issuer on {issuer}: K = {TOKENS_PER_DEVICE} tokens per device")
         budget = ("--budget", DEMO_BUDGET)
         address = stack.enter_context(aggregator_subprocess(db, token, *extra, *budget))
-        pair = stack.enter_context(secure_deployment("ldpcollect-demo-secure-", directory))
+        # The leader opts out of a budget: demo-sp shows SP without noise, whose public view
+        # no budget can admit (its release says it is unbounded and had no budget).
+        pair = stack.enter_context(secure_deployment("ldpcollect-demo-secure-", None, directory))
         say(f"trusted aggregator on {address} (RR), SQLite {db}")
         say(f"leader on {pair.leader}, helper on {pair.helper}: {WHY_TWO}")
         channel = stack.enter_context(grpc.insecure_channel(address))

@@ -39,6 +39,7 @@ from ldpcollect.secure.sealing import HpkeConfig
 from ldpcollect.v1 import ldpcollect_pb2 as pb
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect_cli.demo import (
+    DEMO_BUDGET,
     block_targets,
     directory_file,
     estimate_rows,
@@ -97,7 +98,9 @@ def run_secure_demo(settings: SecureDemoSettings, console: Console) -> None:
             directory = directory_file(state)
             tokens = FleetTokens(issuer, (state / "enrollment.key").read_bytes(), "demo")
             say(f"token issuer on {issuer}: K = {TOKENS_PER_DEVICE} tokens per device")
-        run = stack.enter_context(secure_deployment("ldpcollect-secure-demo-", directory))
+        run = stack.enter_context(
+            secure_deployment("ldpcollect-secure-demo-", DEMO_BUDGET, directory)
+        )
         channel, admin, collector = run.channel, run.admin_token, run.collector
         say(
             f"helper on {run.helper}, leader on {run.leader} "

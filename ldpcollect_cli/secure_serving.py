@@ -152,7 +152,12 @@ def serve_secure_blocking(
     origin_name: str = "",
     policy: PolicyOptions | None = None,
     public_listen: str | None = None,
+    release_budget: tuple[float, float, str] | None = None,
+    require_budget: bool = False,
 ) -> None:
+    """`release_budget` and `require_budget` are the leader's `--budget` / not `--no-budget`:
+    it publishes releases, so like the trusted aggregator it refuses them until a budget is
+    fixed, unless the operator opted out."""
     policy = policy or PolicyOptions()
     if not peer.token:
         raise ParameterError(
@@ -187,6 +192,8 @@ def serve_secure_blocking(
         origin_name=origin_name,
         policy=helper_policy,
         budget=policy.budget(),
+        release_budget=release_budget,
+        require_budget=require_budget,
         peer_identity=identity,
         audit=_print_line,
         public_listen=public_listen,
@@ -257,5 +264,14 @@ def serve_secure(
         store_pool_size=settings.store_pool_size,
     )
     serve_secure_blocking(
-        role, base, helper, peer, settings.token_directory, origin_name, policy, public_listen
+        role,
+        base,
+        helper,
+        peer,
+        settings.token_directory,
+        origin_name,
+        policy,
+        public_listen,
+        settings.budget,
+        settings.require_budget,
     )

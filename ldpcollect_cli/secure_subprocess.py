@@ -26,9 +26,10 @@ def role_subprocess(
     peer_token: str,
     helper: str | None = None,
     token_directory: Path | None = None,
+    extra: tuple[str, ...] = (),
 ) -> Iterator[str]:
-    """`ldpcollect serve --role ROLE` on 127.0.0.1:0; yields its address; stops it."""
-    args = ["--role", role, "--db", str(db), "--listen", "127.0.0.1:0"]
+    """`ldpcollect serve --role ROLE [EXTRA]` on 127.0.0.1:0; yields its address; stops it."""
+    args = ["--role", role, "--db", str(db), "--listen", "127.0.0.1:0", *extra]
     if helper is not None:
         args += ["--helper", helper]
     if token_directory is not None:
@@ -52,8 +53,13 @@ class Deployment:
 
 
 @contextmanager
-def secure_deployment(prefix: str, token_directory: Path | None = None) -> Iterator[Deployment]:
-    """`token_directory`: both roles accept that issuer's tokens."""
+def secure_deployment(
+    prefix: str, budget: str | None, token_directory: Path | None = None
+) -> Iterator[Deployment]:
+    """`budget`: the leader's `serve --budget` (EPS,DELTA[,FILTER]), None for `--no-budget`
+    (a benchmark that publishes nothing); `token_directory`: both roles accept that issuer's
+    tokens."""
+    budget_args = ("--no-budget",) if budget is None else ("--budget", budget)
     admin, peer = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
     tokens = token_directory
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
@@ -61,7 +67,9 @@ def secure_deployment(prefix: str, token_directory: Path | None = None) -> Itera
         collector = load_or_create_key_pair(folder / "collector.key")
         with (
             role_subprocess("helper", folder / "helper.db", admin, peer, None, tokens) as helper,
-            role_subprocess("leader", folder / "leader.db", admin, peer, helper, tokens) as leader,
+            role_subprocess(
+                "leader", folder / "leader.db", admin, peer, helper, tokens, budget_args
+            ) as leader,
             grpc.insecure_channel(leader) as channel,
         ):
             yield Deployment(folder, helper, leader, channel, admin, collector)

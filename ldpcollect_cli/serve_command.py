@@ -161,7 +161,8 @@ def serve(
             "default, or renyi), fixed at start before the first release (the same budget "
             "again at a restart changes nothing; a different one after releases is refused). "
             "Without it or --no-budget, releases are refused until `ldpcollect ledger "
-            "set-budget` sets one.",
+            "set-budget` sets one. For the trusted aggregator and the leader (a helper's own "
+            "budget is --budget-epsilon).",
         ),
     ] = None,
     no_budget: Annotated[
@@ -302,7 +303,9 @@ def serve(
         store_pool_size,
     )
     guarded(lambda: _check_budget(budget, no_budget))  # a bad --budget exits here
-    if role == "trusted":
+    if role == "helper" and (budget is not None or no_budget):
+        guarded(_refuse_helper_budget)
+    if role in ("trusted", "leader"):  # whoever releases fixes a budget first, or opts out
         parsed = parse_budget(budget, no_budget)
         settings = replace(settings, budget=parsed, require_budget=not no_budget)
     if role != "trusted":
@@ -365,6 +368,15 @@ def parse_budget(text: str | None, no_budget: bool) -> tuple[float, float, str] 
 
 def _check_budget(text: str | None, no_budget: bool) -> None:
     parse_budget(text, no_budget)
+
+
+def _refuse_helper_budget() -> None:
+    raise ParameterError(
+        "--budget/--no-budget",
+        None,
+        "given only with --role trusted|leader (whoever publishes releases)",
+        "a helper's own ledger takes --budget-epsilon/--budget-delta",
+    )
 
 
 def _refuse_helper_options(helper: str | None) -> None:

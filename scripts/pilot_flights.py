@@ -184,7 +184,7 @@ def main() -> None:
     db.unlink(missing_ok=True)
     with (
         aggregator_subprocess(db, token, "--budget", PILOT_BUDGET) as address,
-        secure_deployment("ldpcollect-pilot-") as pair,
+        secure_deployment("ldpcollect-pilot-", PILOT_BUDGET) as pair,
     ):
         trusted = {**os.environ, "LDPCOLLECT_ADMIN_TOKEN": token, "LDPCOLLECT_SERVER": address}
         secure = {

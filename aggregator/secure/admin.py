@@ -44,8 +44,11 @@ class LeaderAdmin:
         helper: HelperClient,
         tokens: SecureTokens | None = None,
         origin_name: str = "",
+        require_budget: bool = False,
     ) -> None:
         self.store, self.key_pair, self.helper = store, key_pair, helper
+        # Refuse releases while no budget is set, unless the ledger records an opt-out.
+        self.require_budget = require_budget
         self.tokens = tokens or SecureTokens(None)
         self.origin_name = origin_name  # the leader's name in token challenges (host:port)
         self._collect = asyncio.Lock()  # one release at a time: the ledger's check holds
@@ -167,7 +170,7 @@ class LeaderAdmin:
 
     async def collect(self, query_id: str) -> spb.CollectSharesResponse:
         async with self._collect:
-            return await collect_shares(self.store, self.helper, query_id)
+            return await collect_shares(self.store, self.helper, query_id, self.require_budget)
 
     async def ledger(self) -> pb.Ledger:
         return ledger_to_proto(await asyncio.to_thread(self.store.ledger))

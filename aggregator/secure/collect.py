@@ -12,7 +12,7 @@ import time
 
 from aggregator.errors import FailedPrecondition, Unavailable
 from aggregator.protoconv import claim_to_proto
-from aggregator.release import StoredLedger, iso_time, refusal
+from aggregator.release import NO_BUDGET_REFUSAL, StoredLedger, iso_time, refusal, unbudgeted
 from aggregator.secure.helper_client import HelperClient
 from aggregator.secure.queries import mechanism_of, query_message, sigma_of
 from aggregator.secure.release_share import noised_sealed_share
@@ -26,8 +26,11 @@ from ldpcollect.v1 import secure_pb2 as spb
 
 
 async def collect_shares(
-    store: SecureStoreApi, helper: HelperClient, query_id: str
+    store: SecureStoreApi, helper: HelperClient, query_id: str, require_budget: bool = False
 ) -> spb.CollectSharesResponse:
+    """`require_budget`: refuse while the leader's ledger has no budget and no recorded
+    opt-out (`serve --role leader` without --no-budget), before the helper releases anything;
+    an opted-out release says in its claims that no budget limits it."""
     # One snapshot: a job committing between two reads would make `aggregated` stale.
     query, pending = await asyncio.to_thread(store.progress, query_id)
     if query.state == OPEN:
@@ -49,6 +52,10 @@ async def collect_shares(
         stored.reporting_delta,
         query.params["min_reports"],
     )
+    if stored.ledger.mode == "none":
+        if query.sealed_share is None and require_budget and not stored.ledger.no_budget:
+            raise FailedPrecondition(NO_BUDGET_REFUSAL.format(query_id=query_id))
+        claims = unbudgeted(claims)
     if query.sealed_share is None:
         try:  # the filter refuses before either aggregator releases anything
             stored.ledger.check(claims)

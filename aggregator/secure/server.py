@@ -25,6 +25,7 @@ from grpc_health.v1._async import HealthServicer as AsyncHealthServicer
 
 from aggregator.config import AggregatorConfig
 from aggregator.edge import EdgeGate, register, server_options
+from aggregator.errors import ServiceError
 from aggregator.redemption import TokenKeys
 from aggregator.release import set_budget_function
 from aggregator.role_limits import HELPER_LIMITS, LEADER_LIMITS
@@ -48,6 +49,7 @@ from aggregator.secure.token_check import SecureTokens
 from aggregator.secure.upload import LeaderUpload
 from aggregator.server import ensure_port_free, server_credentials
 from aggregator.until_signal import serve_until_signal
+from ldpcollect.errors import ParameterError
 from ldpcollect.secure.key_file import public_config_path, write_public_config
 from ldpcollect.secure.sealing import HpkeKeyPair
 from ldpcollect.targets import channel_target
@@ -79,6 +81,11 @@ class SecureRoleConfig:
     # Helper: its own policy, and its own ledger's budget (epsilon, delta; None: keep it).
     policy: HelperPolicy = field(default_factory=HelperPolicy)
     budget: tuple[float, float] | None = None
+    # Leader: the budget its releases are charged to (`serve --budget`: epsilon, delta,
+    # filter), fixed at start; and whether a release without any budget is refused (unless
+    # the ledger records an opt-out), as at the trusted aggregator.
+    release_budget: tuple[float, float, str] | None = None
+    require_budget: bool = False
     # Leader: the client certificate and key (PEM files) it presents to a mutual-TLS helper.
     peer_identity: tuple[Path, Path] | None = None
     # Helper: where each query it takes part in is recorded for its operator (a line each).
@@ -152,6 +159,18 @@ class SecureServer:
             credentials = grpc.ssl_channel_credentials(ca, private_key=key, certificate_chain=cert)
         return grpc.aio.secure_channel(target, credentials, options=options)
 
+    async def _fix_budget(self, epsilon: float, delta: float, filter: str) -> None:
+        """The leader's `serve --budget`: as the trusted aggregator's (the same budget again
+        changes nothing; a store whose filter charged releases under another refuses)."""
+        update = set_budget_function(epsilon, delta, filter=filter)
+        try:
+            await asyncio.to_thread(self.store.update_ledger, update)
+        except ServiceError as exc:
+            self.store.close()
+            raise ParameterError(
+                "--budget", f"{epsilon:g},{delta:g}", "the ledger's budget", str(exc)
+            ) from exc
+
     async def start(self) -> int:
         base = self.config.base
         ensure_port_free(base.listen)
@@ -163,6 +182,8 @@ class SecureServer:
         if self.config.role == HELPER and self.config.budget is not None:
             epsilon, delta = self.config.budget
             await asyncio.to_thread(self.store.update_ledger, set_budget_function(epsilon, delta))
+        if self.config.role == LEADER and self.config.release_budget is not None:
+            await self._fix_budget(*self.config.release_budget)
         write_public_config(
             public_config_path(key_path(base.db_path, self.config.role)), self.key_pair.config
         )
@@ -178,7 +199,13 @@ class SecureServer:
                 self.store, self.key_pair, self.metrics, self.driver.held, self.tokens
             )
             register(server, SECURE_COLLECTOR, SecureCollectorService(self.store, upload), gate)
-            named = LeaderAdmin(self.store, self.key_pair, helper, self.tokens)
+            named = LeaderAdmin(
+                self.store,
+                self.key_pair,
+                helper,
+                self.tokens,
+                require_budget=self.config.require_budget,
+            )
             register(
                 server,
                 SECURE_ADMIN,

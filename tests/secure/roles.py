@@ -36,6 +36,9 @@ class Role:
     listen: str
     helper: str | None = None
     extra: tuple[str, ...] = ()
+    # A leader's budget decision (`serve --budget E,D` or the explicit opt-out, the default
+    # here: most tests are not about budgets); () gives it neither, as an operator might.
+    budget: tuple[str, ...] = ("--no-budget",)
     proc: subprocess.Popen[str] | None = None
     address: str = ""
     ready_line: str = ""
@@ -46,6 +49,8 @@ class Role:
         if self.helper is not None:
             command += ["--helper", self.helper]
         command += self.extra
+        if self.role == "leader":
+            command += self.budget
         env = cli_env(ADMIN, LDPCOLLECT_PEER_TOKEN=PEER)
         self.proc = subprocess.Popen(
             command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -98,12 +103,18 @@ SMALL_BATCHES = ("--min-batch", "1")
 
 
 @contextmanager
-def secure_pair(tmp_path: Path, helper_args: tuple[str, ...] = SMALL_BATCHES) -> Iterator[Pair]:
-    """A helper (started with `helper_args`), then a leader pointed at it; both stopped
-    (SIGTERM, exit 0) after."""
+def secure_pair(
+    tmp_path: Path,
+    helper_args: tuple[str, ...] = SMALL_BATCHES,
+    budget: tuple[str, ...] = ("--no-budget",),
+) -> Iterator[Pair]:
+    """A helper (started with `helper_args`), then a leader pointed at it (with `budget`,
+    `Role.budget`); both stopped (SIGTERM, exit 0) after."""
     helper = Role("helper", tmp_path / "helper.db", "127.0.0.1:0", extra=helper_args)
     helper.start()
-    leader = Role("leader", tmp_path / "leader.db", "127.0.0.1:0", helper=helper.address)
+    leader = Role(
+        "leader", tmp_path / "leader.db", "127.0.0.1:0", helper=helper.address, budget=budget
+    )
     try:
         leader.start()
         yield Pair(leader, helper)

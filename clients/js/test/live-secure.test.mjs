@@ -11,7 +11,7 @@ import { v1 } from '../src/proto.mjs';
 import { unary } from '../src/retry.mjs';
 import { SeededRandom } from './helpers.mjs';
 import { checkAgainstTruth, gridBlock, placements } from './fleet.mjs';
-import { adminMetadata, makeCollectorKey, releaseSecure, serve, stop, tmpdir } from './servers.mjs';
+import { adminMetadata, makeCollectorKey, noBudget, releaseSecure, serve, stop, tmpdir } from './servers.mjs';
 
 const COUNTS = [30, 25, 20, 15, 10, 10, 5, 5, 0];
 const OTHERS = 30;
@@ -27,7 +27,7 @@ before(async () => {
   dir = tmpdir('secure');
   helper = await serve(['--role', 'helper', '--db', path.join(dir, 'helper.db'), '--listen', '127.0.0.1:0'], 'ldpcollect helper serving on ');
   leader = await serve(
-    ['--role', 'leader', '--db', path.join(dir, 'leader.db'), '--listen', '127.0.0.1:0', '--helper', helper.address],
+    ['--role', 'leader', '--db', path.join(dir, 'leader.db'), '--listen', '127.0.0.1:0', '--helper', helper.address, ...(await noBudget())],
     'ldpcollect leader serving on ',
   );
   const credentials = grpc.credentials.createInsecure();

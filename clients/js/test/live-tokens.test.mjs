@@ -76,7 +76,7 @@ test('two aggregators with tokens: a token bound to the query, its kind and both
     const helper = await serve(['--role', 'helper', '--db', path.join(dir, 'h.db'), '--listen', '127.0.0.1:0', '--token-directory', directory], 'ldpcollect helper serving on ');
     roles.push(helper);
     const leader = await serve(
-      ['--role', 'leader', '--db', path.join(dir, 'l.db'), '--listen', '127.0.0.1:0', '--helper', helper.address, '--token-directory', directory],
+      ['--role', 'leader', '--db', path.join(dir, 'l.db'), '--listen', '127.0.0.1:0', '--helper', helper.address, '--token-directory', directory, ...(await noBudget())],
       'ldpcollect leader serving on ',
     );
     roles.push(leader);

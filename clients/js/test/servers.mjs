@@ -81,8 +81,9 @@ export function makeCollectorKey(file) {
 
 let budgetFlags;
 
-/** `--no-budget` where this ldpcollect's trusted `serve` requires a budget decision before
- * releasing (the live tests release without one); nothing where it does not know the option. */
+/** `--no-budget` where this ldpcollect's `serve` (trusted, or leader) requires a budget
+ * decision before releasing (the live tests release without one); nothing where it does not
+ * know the option. */
 export async function noBudget() {
   budgetFlags ??= (await cli('serve', '--help')).includes('--no-budget') ? ['--no-budget'] : [];
   return budgetFlags;
