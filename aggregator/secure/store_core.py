@@ -23,6 +23,12 @@ OPEN, CLOSED, RELEASED = 1, 2, 3
 CACHE_KIB = 64 * 1024
 """SQLite's page cache (default 2 MiB): held reports read back by their job are still in it,
 not read from the file again."""
+PAGE_SIZE = 16 * 1024
+"""A new file's page size (SQLite's default is 4 KiB, where a held report of 2.5 KB or more
+takes a page of its own): a job's reports are written and freed in a quarter of the pages
+(bench: the leader's storage steps 42 -> 30 us a report in uploads of 500, one-report uploads
+about 10 us more; 64 KiB pages cost those 70 us more). A file created before keeps its own
+(changing it would rewrite the whole file)."""
 STATE_NAMES = {OPEN: "open", CLOSED: "closed", RELEASED: "released"}
 
 
@@ -120,6 +126,7 @@ class StoreCore:
         try:
             create_private(str(self.path))
             db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            db.execute(f"PRAGMA page_size = {PAGE_SIZE}")  # no effect on an existing file
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = FULL")
             db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from aggregator.secure.store import SecureStore, UploadOutcome
+from aggregator.secure.store_core import PAGE_SIZE
 
 # The leader's table of schema version 1 (aggregator/secure/schema/secure_v1.sql before
 # version 2), with the queries table both versions share.
@@ -180,3 +181,19 @@ def test_jobs_are_ranges_that_never_take_a_report_twice(tmp_path: Path) -> None:
         assert store.pending() == {"q": 19 - 4, "r": 6}
     finally:
         store.close()
+
+
+def test_a_new_file_has_large_pages_and_an_old_one_keeps_its_own(tmp_path: Path) -> None:
+    new = SecureStore(tmp_path / "new.secure")
+    new.open()
+    new.close()
+    v1_file(tmp_path / "old.secure", with_tokens=True)
+    old = SecureStore(tmp_path / "old.secure")
+    old.open()
+    assert old.pending() == {"q": 4, "r": 1}
+    old.close()
+    sizes = [
+        sqlite3.connect(tmp_path / name).execute("PRAGMA page_size").fetchone()[0]
+        for name in ("new.secure", "old.secure")
+    ]
+    assert sizes == [PAGE_SIZE, 4096]
