@@ -8,7 +8,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from aggregator.errors import FailedPrecondition
 from aggregator.secure import spent_tokens
-from aggregator.secure.store_core import RELEASED, StoreCore
+from aggregator.secure.store_core import RELEASED, StoreCore, select_in
 
 
 class HelperStore(StoreCore):
@@ -22,15 +22,17 @@ class HelperStore(StoreCore):
         return self._locked(work)
 
     def seen_reports(self, query_id: str, report_ids: Sequence[bytes]) -> set[bytes]:
+        """Which of `report_ids` a job of the query recorded before (one statement per
+        `select_in` chunk, not one per report)."""
+
         def work() -> set[bytes]:
-            seen = set()
-            for rid in report_ids:
-                if self.db.execute(
-                    "SELECT 1 FROM helper_reports WHERE query_id = ? AND report_id = ?",
-                    (query_id, rid),
-                ).fetchone():
-                    seen.add(rid)
-            return seen
+            rows = select_in(
+                self.db,
+                "SELECT report_id FROM helper_reports WHERE query_id = ? AND report_id IN ({})",
+                (query_id,),
+                list(report_ids),
+            )
+            return {bytes(row[0]) for row in rows}
 
         return self._locked(work)
 

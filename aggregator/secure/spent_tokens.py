@@ -1,6 +1,6 @@
 """The secure store's admission-token state (SQL only; `SecureStore` calls these inside its
 transactions): each role's spent nonces per query (`secure_spent_tokens`) and, at the
-leader, the token held with each report until its job is finished (`secure_reports.token`).
+leader, the token held with each report until its job is finished (`secure_held.token`).
 Spent nonces are kept until the query is released (uploads and jobs are refused after)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from ldpcollect.admission.tokens import NONCE_LENGTH
 
 
 def migrate(db: sqlite3.Connection) -> None:
-    """Give a store created before tokens its `token` column (the table is created by the
-    schema file)."""
+    """Give a version 1 store created before tokens its `token` column, before it is migrated
+    to version 2 (`store_migrate`)."""
     columns = {row[1] for row in db.execute("PRAGMA table_info(secure_reports)")}
     if "token" not in columns:
         db.execute("ALTER TABLE secure_reports ADD COLUMN token BLOB")
@@ -29,7 +29,17 @@ def spender(db: sqlite3.Connection, query_id: str, nonce: bytes) -> bytes | None
 
 
 def spent_among(db: sqlite3.Connection, query_id: str, nonces: Sequence[bytes]) -> set[bytes]:
-    return {n for n in nonces if spender(db, query_id, n) is not None}
+    """Which of `nonces` are spent in this query (one statement per 500)."""
+    spent: set[bytes] = set()
+    for start in range(0, len(nonces), 500):
+        chunk = list(nonces[start : start + 500])
+        marks = ", ".join("?" * len(chunk))
+        rows = db.execute(
+            f"SELECT nonce FROM secure_spent_tokens WHERE query_id = ? AND nonce IN ({marks})",
+            (query_id, *chunk),
+        )
+        spent.update(bytes(row[0]) for row in rows)
+    return spent
 
 
 def spend(db: sqlite3.Connection, query_id: str, items: Iterable[tuple[bytes, bytes]]) -> None:

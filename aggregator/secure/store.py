@@ -1,6 +1,6 @@
 """Secure mode's durable state, for either role: queries with this aggregator's aggregate
 share, the leader's held reports and aggregation jobs, the helper's finished jobs and seen
-report ids (schema in `schema/secure_v1.sql`).
+report ids (schema in `schema/secure_v2.sql`, `store_migrate`).
 
 One SQLite file per aggregator, beside its main database, WAL with synchronous=FULL: every
 mutating method returns only after its transaction is committed, so what it acknowledges
@@ -29,6 +29,7 @@ from aggregator.secure.store_core import (
     StoredQuery,
     UploadOutcome,
     secure_db_path,
+    select_in,
 )
 
 __all__ = [
@@ -106,8 +107,7 @@ class SecureStore(HelperStore):
         def work(db: sqlite3.Connection) -> tuple[StoredQuery, int]:
             query = self._query(db, query_id)
             (pending,) = db.execute(
-                "SELECT COUNT(*) FROM secure_reports WHERE query_id = ? AND outcome IS NULL",
-                (query_id,),
+                "SELECT COUNT(*) FROM secure_held WHERE query_id = ?", (query_id,)
             ).fetchone()
             return query, int(pending)
 
@@ -117,12 +117,8 @@ class SecureStore(HelperStore):
         """`progress` of every query, all in one transaction."""
 
         def work(db: sqlite3.Connection) -> list[tuple[StoredQuery, int]]:
-            pending = dict(
-                db.execute(
-                    "SELECT query_id, COUNT(*) FROM secure_reports WHERE outcome IS NULL "
-                    "GROUP BY query_id"
-                ).fetchall()
-            )
+            sql = "SELECT query_id, COUNT(*) FROM secure_held GROUP BY query_id"
+            pending = dict(db.execute(sql).fetchall())
             ids = [r[0] for r in db.execute("SELECT query_id FROM secure_queries ORDER BY 1")]
             return [(self._query(db, i), int(pending.get(i, 0))) for i in ids]
 
@@ -199,34 +195,61 @@ class SecureStore(HelperStore):
         """Durably hold (report id, encoded report, opened leader share, checked token or
         b"") for a query that must be open; per report NEW, DUPLICATE (same bytes again),
         CONFLICT (same id, other bytes: refused) or TOKEN_SPENT (its token's nonce spent by
-        another report: refused). A NEW report's nonce is spent in the same transaction."""
+        another report: refused). A NEW report's nonce is spent in the same transaction.
+
+        A NEW report is written once: its id and digest to `secure_reports` (kept), its bytes
+        to `secure_held` (until its job is finished)."""
 
         def work(db: sqlite3.Connection) -> list[str]:
             if self._query(db, query_id).state != OPEN:
                 raise FailedPrecondition(f"secure query {query_id!r} is not open")
+            known: dict[bytes, bytes] = {
+                bytes(rid): bytes(digest)
+                for rid, digest in select_in(
+                    db,
+                    "SELECT report_id, digest FROM secure_reports WHERE query_id = ? "
+                    "AND report_id IN ({})",
+                    (query_id,),
+                    [r[0] for r in reports],
+                )
+            }
+            spent_here: dict[bytes, bytes] = {}  # nonce -> report id, spent by this call
+
+            def spender(nonce: bytes) -> bytes | None:
+                if nonce in spent_here:
+                    return spent_here[nonce]
+                return spent_tokens.spender(db, query_id, nonce)
+
             outcomes = []
+            digests, held = [], []
             for report_id, body, share, token in reports:
                 nonce = spent_tokens.nonce_of(token) if token else b""
-                if nonce and spent_tokens.spender(db, query_id, nonce) not in (None, report_id):
+                spent_by = spender(nonce) if nonce else None
+                if spent_by not in (None, report_id):
                     outcomes.append(UploadOutcome.TOKEN_SPENT)
                     continue
                 digest = hashlib.sha256(body).digest()
-                row = db.execute(
-                    "SELECT digest FROM secure_reports WHERE query_id = ? AND report_id = ?",
-                    (query_id, report_id),
-                ).fetchone()
-                if row is not None:
-                    same = bytes(row[0]) == digest
+                earlier = known.get(report_id)
+                if earlier is not None:
+                    same = earlier == digest
                     outcomes.append(UploadOutcome.DUPLICATE if same else UploadOutcome.CONFLICT)
                     continue
-                db.execute(
-                    "INSERT INTO secure_reports (query_id, report_id, digest, body, leader_share,"
-                    " token) VALUES (?, ?, ?, ?, ?, ?)",
-                    (query_id, report_id, digest, body, share, token or None),
-                )
-                if nonce and spent_tokens.spender(db, query_id, nonce) is None:
-                    spent_tokens.spend(db, query_id, [(nonce, report_id)])
+                known[report_id] = digest
+                digests.append((query_id, report_id, digest))
+                held.append((query_id, report_id, body, share, token or None))
+                if nonce and spent_by is None:
+                    spent_here[nonce] = report_id
                 outcomes.append(UploadOutcome.NEW)
+            db.executemany(
+                "INSERT INTO secure_reports (query_id, report_id, digest) VALUES (?, ?, ?)",
+                digests,
+            )
+            db.executemany(
+                "INSERT INTO secure_held (query_id, report_id, body, leader_share, token) "
+                "VALUES (?, ?, ?, ?, ?)",
+                held,
+            )
+            spent_tokens.spend(db, query_id, [(n, rid) for n, rid in spent_here.items()])
             return outcomes
 
         return self._locked(lambda: self._transaction(work))
@@ -235,33 +258,39 @@ class SecureStore(HelperStore):
         self, query_id: str, limit: int, new_job_id: bytes, busy: frozenset[bytes] = frozenset()
     ) -> tuple[bytes, list[HeldReport]] | None:
         """An unfinished job of the query not in `busy` (after a restart: the same job id and
-        reports as before), else a new job of up to `limit` held reports; None when nothing
-        is pending outside `busy`."""
+        reports as before), else a new job of up to `limit` held reports (one statement: a
+        job is a range of the query's held reports, which are not rewritten); None when
+        nothing is pending outside `busy`."""
 
         def work(db: sqlite3.Connection) -> tuple[bytes, list[HeldReport]] | None:
-            unfinished = [
-                bytes(r[0])
-                for r in db.execute(
-                    "SELECT DISTINCT job_id FROM secure_reports WHERE query_id = ? "
-                    "AND outcome IS NULL AND job_id IS NOT NULL",
+            free = [
+                (bytes(job), lo, hi)
+                for job, lo, hi in db.execute(
+                    "SELECT job_id, lo, hi FROM secure_jobs WHERE query_id = ? ORDER BY hi",
                     (query_id,),
                 )
+                if bytes(job) not in busy
             ]
-            free = [job for job in unfinished if job not in busy]
-            job_id = free[0] if free else new_job_id
-            if not free:
-                db.execute(
-                    "UPDATE secure_reports SET job_id = ? WHERE query_id = ? AND report_id IN "
-                    "(SELECT report_id FROM secure_reports WHERE query_id = ? AND outcome IS "
-                    "NULL AND job_id IS NULL ORDER BY report_id LIMIT ?)",
-                    (job_id, query_id, query_id, limit),
-                )
+            if free:
+                job_id, lo, hi = free[0]
+            else:
+                row = db.execute(
+                    "INSERT INTO secure_jobs (job_id, query_id, lo, hi) "
+                    "SELECT ?, ?, MIN(seq), MAX(seq) FROM (SELECT seq FROM secure_held "
+                    "WHERE query_id = ? AND seq > (SELECT COALESCE(MAX(hi), 0) FROM secure_jobs "
+                    "WHERE query_id = ?) ORDER BY seq LIMIT ?) HAVING COUNT(*) > 0 "
+                    "RETURNING lo, hi",
+                    (new_job_id, query_id, query_id, query_id, limit),
+                ).fetchone()
+                if row is None:
+                    return None
+                job_id, (lo, hi) = new_job_id, row
             held = [
                 HeldReport(bytes(r[0]), bytes(r[1]), bytes(r[2]), bytes(r[3] or b""))
                 for r in db.execute(
-                    "SELECT report_id, body, leader_share, token FROM secure_reports "
-                    "WHERE query_id = ? AND job_id = ? AND outcome IS NULL ORDER BY report_id",
-                    (query_id, job_id),
+                    "SELECT report_id, body, leader_share, token FROM secure_held "
+                    "WHERE query_id = ? AND seq BETWEEN ? AND ? ORDER BY seq",
+                    (query_id, lo, hi),
                 )
             ]
             return (job_id, held) if held else None
@@ -275,29 +304,28 @@ class SecureStore(HelperStore):
         outcomes: Sequence[tuple[bytes, str]],
         merge: Callable[[bytes], bytes],
     ) -> None:
-        """In one transaction: each report's outcome ('' aggregated, else the refusal), its
-        bytes dropped, and the aggregate share replaced by `merge(old)`. A job finished
-        before changes nothing (idempotent)."""
+        """In one transaction: the job's reports dropped (one statement), the job with them,
+        and the aggregate share replaced by `merge(old)` with the counts of `outcomes` ('' for
+        aggregated, else the refusal). A job finished before changes nothing (idempotent)."""
 
         def work(db: sqlite3.Connection) -> None:
             query = self._query(db, query_id)
-            (open_reports,) = db.execute(
-                "SELECT COUNT(*) FROM secure_reports WHERE query_id = ? AND job_id = ? "
-                "AND outcome IS NULL",
-                (query_id, job_id),
+            job = db.execute(
+                "SELECT lo, hi FROM secure_jobs WHERE job_id = ? AND query_id = ?",
+                (job_id, query_id),
             ).fetchone()
-            if open_reports == 0:
+            if job is None:
                 return  # finished before (a job is counted once, whoever finishes it again)
-            if open_reports != len(outcomes):
+            dropped = db.execute(
+                "DELETE FROM secure_held WHERE query_id = ? AND seq BETWEEN ? AND ?",
+                (query_id, *job),
+            ).rowcount
+            if dropped != len(outcomes):
                 raise RuntimeError(
-                    f"job holds {open_reports} open reports but {len(outcomes)} outcomes came"
+                    f"job holds {dropped} open reports but {len(outcomes)} outcomes came"
                 )
+            db.execute("DELETE FROM secure_jobs WHERE job_id = ?", (job_id,))
             accepted = sum(1 for _, outcome in outcomes if not outcome)
-            db.executemany(
-                "UPDATE secure_reports SET outcome = ?, body = NULL, leader_share = NULL, "
-                "token = NULL, job_id = NULL WHERE query_id = ? AND report_id = ? AND job_id = ?",
-                [(outcome, query_id, rid, job_id) for rid, outcome in outcomes],
-            )
             db.execute(
                 "UPDATE secure_queries SET aggregate = ?, aggregated = aggregated + ?, "
                 "refused = refused + ? WHERE query_id = ?",
@@ -313,10 +341,10 @@ class SecureStore(HelperStore):
         """Held reports not yet aggregated or refused, per query."""
 
         def work() -> dict[str, int]:
-            sql = "SELECT query_id, COUNT(*) FROM secure_reports WHERE outcome IS NULL"
+            sql = "SELECT query_id, COUNT(*) FROM secure_held"
             args: tuple[str, ...] = ()
             if query_id is not None:
-                sql += " AND query_id = ?"
+                sql += " WHERE query_id = ?"
                 args = (query_id,)
             return {r[0]: int(r[1]) for r in self.db.execute(sql + " GROUP BY query_id", args)}
 
