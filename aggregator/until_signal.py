@@ -4,6 +4,7 @@ until SIGINT or SIGTERM, then stop it gracefully: the loop every `ldpcollect ...
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 from collections.abc import Callable
 from typing import Protocol, TypeVar
@@ -31,6 +32,10 @@ async def _serve(
 ) -> None:
     server = make()
     port = await server.start()
+    # Everything built so far (modules, gRPC, the stores' caches) lives as long as the server:
+    # frozen, the cyclic collector stops walking it again in every full collection, which
+    # took 7% of a secure leader's CPU and 9% of a helper's under load (docs/secure-mode.md).
+    gc.freeze()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
