@@ -336,10 +336,19 @@ class PathCase:
     limit_with_device_seals_per_second: float = 0.0
     goal_per_second: float = 0.0
     met: bool = False
+    aggregator_steps_us: float = 0.0
+    """One aggregator's in-process steps for one report (HPKE open, verify_init, its half of
+    combine + finish + aggregate), measured in this run: the rest of a role's CPU is gRPC,
+    storage and the interpreter."""
 
 
 def whole_path_cases(
-    n: int, rng: random.Random, opens_us: dict[int, float], seals_us: dict[int, float], before: bool
+    n: int,
+    rng: random.Random,
+    opens_us: dict[int, float],
+    seals_us: dict[int, float],
+    steps_us: dict[int, float],
+    before: bool,
 ) -> list[PathCase]:
     from bench.secure_path import secure_path_rate, trusted_path_rate
 
@@ -369,6 +378,7 @@ def whole_path_cases(
                     cores * 1e6 / (2 * opens_us[key] + seals_us[key]),
                     goal,
                     run.per_second >= min(goal, limit / LIMIT_FACTOR),
+                    0.0 if reference else steps_us[key],
                 )
             )
     return cases
@@ -407,16 +417,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         plot_sweep(points, args.plot)
     opens = {100: cases[0].steps_us["open_us"], -100: cases[1].steps_us["open_us"]}
     seals = {100: cases[0].steps_us["seal_us"], -100: cases[1].steps_us["seal_us"]}
+    steps = {100: cases[0].steps_us["aggregator_us"], -100: cases[1].steps_us["aggregator_us"]}
     at_1000 = [p for p in points if p.kind == "round" and p.targets == 1000]
     if at_1000:
         opens[1000], seals[1000] = at_1000[0].steps_us["open_us"], at_1000[0].steps_us["seal_us"]
+        steps[1000] = at_1000[0].steps_us["aggregator_us"]
     else:
-        steps = Batch(answer_vdaf(1000), 1, round_answers(rng, 20, 1000), 1000).steps(1)
-        opens[1000], seals[1000] = steps.open_us, steps.seal_us
+        measured = Batch(answer_vdaf(1000), 1, round_answers(rng, 20, 1000), 1000).steps(1)
+        opens[1000], seals[1000] = measured.open_us, measured.seal_us
+        steps[1000] = measured.aggregator_us
     paths = (
         []
         if args.path_reports == 0
-        else whole_path_cases(args.path_reports, rng, opens, seals, not args.no_before)
+        else whole_path_cases(args.path_reports, rng, opens, seals, steps, not args.no_before)
     )
     if args.json:
         print(
@@ -499,6 +512,14 @@ def report(
             f"= {cpu_us:,.0f}: the cores allow {cpu_rate:,.0f}/s at that CPU "
             f"({cpu_rate / rate:.1f}x the rate measured; {limit / cpu_rate:.1f}x from the limit)"
         )
+        if path.aggregator_steps_us:
+            own = path.aggregator_steps_us
+            print(
+                f"    of which each aggregator's own steps (HPKE open, verify_init, combine, "
+                f"aggregate; measured above) {own:,.0f}: the rest, gRPC, storage and the "
+                f"interpreter, leader {path.leader_cpu_us - own:,.0f}, helper "
+                f"{path.helper_cpu_us - own:,.0f}"
+            )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+from collections import Counter
 from dataclasses import dataclass
 
 from aggregator.errors import Unavailable
@@ -223,6 +224,6 @@ class AggregationDriver:
             return vdaf.encode_agg_share(vdaf.merge([vdaf.decode_agg_share(old), total]))
 
         await asyncio.to_thread(self.store.finish_job, query.query_id, job_id, outcomes, merge)
-        for _, outcome in outcomes:
-            self.metrics.reports.labels(outcome or "aggregated").inc()
+        for outcome, count in Counter(o or "aggregated" for _, o in outcomes).items():
+            self.metrics.reports.labels(outcome).inc(count)
         self.metrics.jobs.inc()

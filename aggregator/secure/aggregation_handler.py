@@ -16,6 +16,7 @@ noise."""
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -326,8 +327,8 @@ class HelperHandler:
             spend,
             replayed=seen,
         )
-        for result in results:
-            self.metrics.reports.labels(result.refusal or "aggregated").inc()
+        for outcome, count in Counter(r.refusal or "aggregated" for r in results).items():
+            self.metrics.reports.labels(outcome).inc(count)
         self.metrics.jobs.inc()
         return apb.AggregationJobResponse.FromString(kept)
 
