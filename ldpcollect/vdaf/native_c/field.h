@@ -65,74 +65,101 @@ typedef u128 f128;
 
 extern f128 f128_r2; /* 2^256 mod p, for conversion into Montgomery form */
 
-static inline f128 f128_add(f128 a, f128 b) {
-    f128 s = a + b;
-    if (s < a || s >= F128_P) s -= F128_P; /* wraps back below 2^128 when it carried */
+/* Field128 arithmetic works on 64-bit limbs with explicit carries and branch-free final
+ * subtractions: gcc keeps the limbs in registers (its unsigned __int128 code spilled them),
+ * and values are random, so a branch on a carry mispredicts half of the time. */
+
+/* x + y + *carry and x - y - *borrow, the carry (borrow) out in the same place: add/adc and
+ * sub/sbb chains. gcc turns the intrinsics into those; its unsigned __int128 sums of the
+ * same went through the stack. */
+#if defined(__x86_64__)
+#include <x86intrin.h>
+static inline uint64_t f128_adc(uint64_t x, uint64_t y, uint64_t *carry) {
+    unsigned long long s;
+    *carry = _addcarry_u64((unsigned char)*carry, x, y, &s);
     return s;
+}
+static inline uint64_t f128_sbb(uint64_t x, uint64_t y, uint64_t *borrow) {
+    unsigned long long d;
+    *borrow = _subborrow_u64((unsigned char)*borrow, x, y, &d);
+    return d;
+}
+#else
+static inline uint64_t f128_adc(uint64_t x, uint64_t y, uint64_t *carry) {
+    u128 s = (u128)x + y + *carry;
+    *carry = (uint64_t)(s >> 64);
+    return (uint64_t)s;
+}
+static inline uint64_t f128_sbb(uint64_t x, uint64_t y, uint64_t *borrow) {
+    u128 d = (u128)x - y - *borrow;
+    *borrow = (uint64_t)(d >> 64) & 1;
+    return (uint64_t)d;
+}
+#endif
+
+/* hi:lo, minus p when `over` (bit 128 of the value) is set or hi:lo >= p. Inputs below 2p. */
+static inline f128 f128_final(uint64_t lo, uint64_t hi, uint64_t over) {
+    uint64_t borrow = 0;
+    uint64_t dlo = f128_sbb(lo, 1, &borrow);
+    uint64_t dhi = f128_sbb(hi, F128_P1, &borrow);
+    uint64_t keep = (borrow & ~over) - 1; /* all ones: take the difference */
+    lo = (dlo & keep) | (lo & ~keep);
+    hi = (dhi & keep) | (hi & ~keep);
+    return ((u128)hi << 64) | lo;
+}
+
+static inline f128 f128_add(f128 a, f128 b) {
+    uint64_t carry = 0;
+    uint64_t lo = f128_adc((uint64_t)a, (uint64_t)b, &carry);
+    uint64_t hi = f128_adc((uint64_t)(a >> 64), (uint64_t)(b >> 64), &carry);
+    return f128_final(lo, hi, carry);
 }
 
 static inline f128 f128_sub(f128 a, f128 b) {
-    f128 d = a - b;
-    if (a < b) d += F128_P;
-    return d;
+    uint64_t borrow = 0;
+    uint64_t lo = f128_sbb((uint64_t)a, (uint64_t)b, &borrow);
+    uint64_t hi = f128_sbb((uint64_t)(a >> 64), (uint64_t)(b >> 64), &borrow);
+    uint64_t mask = -borrow, carry = 0; /* went below zero: add p back */
+    lo = f128_adc(lo, 1 & mask, &carry);
+    hi = f128_adc(hi, F128_P1 & mask, &carry);
+    return ((u128)hi << 64) | lo;
 }
 
-/* m * (2^64 - 28) as m * 2^64 - 28 m: a shift and a small product for the wide multiply */
-static inline u128 times_p1(uint64_t m) { return ((u128)m << 64) - (u128)m * 28; }
+/* One Montgomery step on t3:t2:t1:t0 (below p * 2^128 + 2^64 p): (t + m p) / 2^64 with
+ * m = -t0, so that t0 + m = 0 (mod 2^64), carrying exactly when t0 != 0; p's low limb is
+ * 1, so m p = m + m * p1 * 2^64. The result is below 2^192, in *t1..*t3. */
+static inline void f128_redc_step(uint64_t t0, uint64_t *t1, uint64_t *t2, uint64_t *t3) {
+    uint64_t m = -t0;
+    u128 mp = (u128)m * F128_P1;
+    uint64_t carry = t0 != 0;
+    *t1 = f128_adc(*t1, (uint64_t)mp, &carry);
+    *t2 = f128_adc(*t2, (uint64_t)(mp >> 64), &carry);
+    *t3 += carry;
+}
 
 /* Montgomery reduction of t3:t2:t1:t0 < p * 2^128: the result times 2^128 is congruent. */
 static inline f128 f128_redc(uint64_t t0, uint64_t t1, uint64_t t2, uint64_t t3) {
-    uint64_t m = -t0; /* t0 + m * p = 0 (mod 2^64) */
-    u128 s = times_p1(m) + t1 + (t0 != 0);
-    t1 = (uint64_t)s;
-    s = (s >> 64) + t2;
-    t2 = (uint64_t)s;
-    s = (s >> 64) + t3;
-    t3 = (uint64_t)s;
-    uint64_t t4 = (uint64_t)(s >> 64);
-    m = -t1;
-    s = times_p1(m) + t2 + (t1 != 0);
-    t2 = (uint64_t)s;
-    s = (s >> 64) + t3;
-    t3 = (uint64_t)s;
-    s = (s >> 64) + t4; /* the result's bit 128: 0 or 1 (the result is below 2p) */
-    f128 r = ((u128)t3 << 64) | t2;
-    if (s || r >= F128_P) r -= F128_P;
-    return r;
+    uint64_t t4 = 0;
+    f128_redc_step(t0, &t1, &t2, &t3);
+    f128_redc_step(t1, &t2, &t3, &t4); /* t4: the result's bit 128 (it is below 2p) */
+    return f128_final(t2, t3, t4);
 }
 
-/* Montgomery multiplication, a * b / 2^128 mod p, interleaving the product's two rows with
- * the two reduction steps (CIOS) on 64-bit limbs: six 64 x 64 products. */
+/* Montgomery multiplication, a * b / 2^128 mod p: the 256-bit product (four 64 x 64
+ * products), then two reduction steps (one 64 x 64 product each). */
 static inline f128 f128_mul(f128 a, f128 b) {
     uint64_t a0 = (uint64_t)a, a1 = (uint64_t)(a >> 64);
     uint64_t b0 = (uint64_t)b, b1 = (uint64_t)(b >> 64);
-    /* row 0: t = a * b0 */
-    u128 x = (u128)a0 * b0;
-    uint64_t t0 = (uint64_t)x;
-    x = (u128)a1 * b0 + (x >> 64);
-    uint64_t t1 = (uint64_t)x, t2 = (uint64_t)(x >> 64);
-    /* reduce: t + m p with m = -t0, then drop the zero low limb */
-    uint64_t m = -t0;
-    x = times_p1(m) + t1 + (t0 != 0);
-    t0 = (uint64_t)x;
-    x = (u128)t2 + (x >> 64);
-    t1 = (uint64_t)x;
-    t2 = (uint64_t)(x >> 64);
-    /* row 1: t += a * b1 */
-    x = (u128)a0 * b1 + t0;
-    t0 = (uint64_t)x;
-    x = (u128)a1 * b1 + t1 + (x >> 64);
-    t1 = (uint64_t)x;
-    t2 += (uint64_t)(x >> 64);
-    /* reduce again */
-    m = -t0;
-    x = times_p1(m) + t1 + (t0 != 0);
-    uint64_t r0 = (uint64_t)x;
-    x = (u128)t2 + (x >> 64);
-    uint64_t r1 = (uint64_t)x, top = (uint64_t)(x >> 64);
-    f128 r = ((u128)r1 << 64) | r0;
-    if (top || r >= F128_P) r -= F128_P;
-    return r;
+    u128 p00 = (u128)a0 * b0, p01 = (u128)a0 * b1, p10 = (u128)a1 * b0, p11 = (u128)a1 * b1;
+    uint64_t c = 0, d = 0;
+    uint64_t t0 = (uint64_t)p00;
+    uint64_t t1 = f128_adc((uint64_t)(p00 >> 64), (uint64_t)p01, &c);
+    uint64_t t2 = f128_adc((uint64_t)(p01 >> 64), (uint64_t)p11, &c);
+    uint64_t t3 = (uint64_t)(p11 >> 64) + c;
+    t1 = f128_adc(t1, (uint64_t)p10, &d);
+    t2 = f128_adc(t2, (uint64_t)(p10 >> 64), &d);
+    t3 += d;
+    return f128_redc(t0, t1, t2, t3);
 }
 
 static inline f128 f128_in(u128 canonical) { return f128_mul(canonical, f128_r2); }
