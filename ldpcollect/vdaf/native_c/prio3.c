@@ -95,9 +95,8 @@ const char *circuit_init(circuit *c, int kind, uint32_t vdaf_id, unsigned shares
     size_t p = c->wire_len, n = 2 * p;
     c->wire_nodes = malloc(p * sizeof(f128));
     c->gadget_nodes = malloc(n * sizeof(f128));
-    c->wire_inv_powers = malloc(p * sizeof(f128));
-    c->coset_scale = malloc(p * sizeof(f128));
-    if (!c->wire_nodes || !c->gadget_nodes || !c->wire_inv_powers || !c->coset_scale) {
+    c->coset_plan = malloc(2 * p * sizeof(f128));
+    if (!c->wire_nodes || !c->gadget_nodes || !c->coset_plan) {
         circuit_free(c);
         return "out of memory";
     }
@@ -105,21 +104,17 @@ const char *circuit_init(circuit *c, int kind, uint32_t vdaf_id, unsigned shares
     c->gadget_root = f128_nth_root(n);
     f128_powers(c->wire_nodes, p, w);
     f128_powers(c->gadget_nodes, n, c->gadget_root);
-    f128_powers(c->wire_inv_powers, p, f128_inv(w));
     c->wire_n_inv = f128_inv(f128_in(p));
     c->gadget_n_inv = f128_inv(f128_in(n));
-    /* coset NTT after the inverse NTT: scale coefficient i by (1/p) s^i, s the 2p-th root */
-    f128_powers(c->coset_scale, p, c->gadget_root);
-    for (size_t i = 0; i < p; i++) c->coset_scale[i] = f128_mul(c->coset_scale[i], c->wire_n_inv);
+    f128_coset_plan(c->coset_plan, p);
     return NULL;
 }
 
 void circuit_free(circuit *c) {
     free(c->wire_nodes);
     free(c->gadget_nodes);
-    free(c->wire_inv_powers);
-    free(c->coset_scale);
-    c->wire_nodes = c->gadget_nodes = c->wire_inv_powers = c->coset_scale = NULL;
+    free(c->coset_plan);
+    c->wire_nodes = c->gadget_nodes = c->coset_plan = NULL;
 }
 
 size_t leader_share_size(const circuit *c) { return (c->meas_len + c->proof_len) * ELEM + SEED; }
@@ -305,12 +300,8 @@ static void prove(const circuit *c, const f128 *meas, const f128 *prove_rand,
         f128 *halves[2] = {left, right};
         for (int h = 0; h < 2; h++) {
             const f128 *wire = wires + (2 * j + h) * p;
-            f128 *dst = halves[h], *odd = dst + p;
-            /* odd values: inverse NTT, scale by s^i / p, NTT */
-            memcpy(odd, wire, p * sizeof(f128));
-            f128_transform_powers(odd, p, c->wire_inv_powers);
-            for (size_t i = 0; i < p; i++) odd[i] = f128_mul(odd[i], c->coset_scale[i]);
-            f128_transform_powers(odd, p, c->wire_nodes);
+            f128 *dst = halves[h];
+            f128_coset_values(dst + p, wire, p, c->coset_plan); /* the odd values */
             memcpy(dst, wire, p * sizeof(f128));
         }
         for (size_t i = 0; i < p; i++) {

@@ -28,8 +28,8 @@ typedef struct {
     size_t outputs, query_rand_len, verifier_len, output_len;
     f128 range_weights[64]; /* the range-checked integer's bit weights */
     f128 shares_inv;
-    /* plans: nodes of the wire (P) and gadget (2P) polynomials, NTT powers for doubling */
-    f128 *wire_nodes, *gadget_nodes, *wire_inv_powers, *coset_scale;
+    /* plans: nodes of the wire (P) and gadget (2P) polynomials, f128_coset_plan for P */
+    f128 *wire_nodes, *gadget_nodes, *coset_plan;
     f128 wire_n_inv, gadget_n_inv, gadget_root;
 } circuit;
 
