@@ -102,9 +102,9 @@ static inline f128 f128_final(uint64_t lo, uint64_t hi, uint64_t over) {
     uint64_t borrow = 0;
     uint64_t dlo = f128_sbb(lo, 1, &borrow);
     uint64_t dhi = f128_sbb(hi, F128_P1, &borrow);
-    uint64_t keep = (borrow & ~over) - 1; /* all ones: take the difference */
-    lo = (dlo & keep) | (lo & ~keep);
-    hi = (dhi & keep) | (hi & ~keep);
+    int take = over | !borrow; /* two cmovs, no branch */
+    lo = take ? dlo : lo;
+    hi = take ? dhi : hi;
     return ((u128)hi << 64) | lo;
 }
 
