@@ -169,8 +169,10 @@ static void xof_start(ts_state *s, const uint8_t *seed, const dst_t *d, int usag
     ts_absorb(s, seed, SEED);
 }
 
-/* Rejection sampling: 16 bytes little-endian per draw, kept when below p. */
-static void xof_vec(ts_state *s, f128 *out, size_t n) {
+/* Rejection sampling: 16 bytes little-endian per draw, kept when below p; in Montgomery
+ * form, or with `canonical` as drawn (the shard's shares stay canonical: they are only
+ * subtracted and encoded, and subtraction commutes with the Montgomery map). */
+static void xof_vec(ts_state *s, f128 *out, size_t n, int canonical) {
     uint8_t buf[ELEM * 8];
     size_t have = 0, used = 0;
     for (size_t i = 0; i < n;) {
@@ -181,31 +183,45 @@ static void xof_vec(ts_state *s, f128 *out, size_t n) {
             used = 0;
         }
         u128 x = load_le(buf + ELEM * used++, ELEM);
-        if (x < F128_P) out[i++] = f128_in(x);
+        if (x < F128_P) out[i++] = canonical ? x : f128_in(x);
     }
 }
 
-static void expand(f128 *out, size_t n, const uint8_t *seed, const dst_t *d, int usage,
-                   const uint8_t *binder, size_t binder_len) {
+static void expand_as(f128 *out, size_t n, const uint8_t *seed, const dst_t *d, int usage,
+                      const uint8_t *binder, size_t binder_len, int canonical) {
     ts_state s;
     xof_start(&s, seed, d, usage);
     ts_absorb(&s, binder, binder_len);
     ts_finish(&s, 1);
-    xof_vec(&s, out, n);
+    xof_vec(&s, out, n, canonical);
 }
 
-/* joint_rand_part: derive_seed(blind, dst(7), agg_id || nonce || encode(meas_share)) */
+static void expand(f128 *out, size_t n, const uint8_t *seed, const dst_t *d, int usage,
+                   const uint8_t *binder, size_t binder_len) {
+    expand_as(out, n, seed, d, usage, binder, binder_len, 0);
+}
+
+/* joint_rand_part: derive_seed(blind, dst(7), agg_id || nonce || encode(meas_share)), the
+ * share given encoded (`encoded`), canonical (`canonical`) or in Montgomery form. */
 static void joint_rand_part(uint8_t *out, const circuit *c, const dst_t *d, unsigned agg_id,
-                            const uint8_t *blind, const f128 *meas, const uint8_t *nonce) {
+                               const uint8_t *blind, const uint8_t *encoded, const f128 *meas,
+                               int canonical, const uint8_t *nonce) {
     ts_state s;
     uint8_t id = (uint8_t)agg_id, buf[ELEM * 16];
     xof_start(&s, blind, d, USAGE_JOINT_RAND_PART);
     ts_absorb(&s, &id, 1);
     ts_absorb(&s, nonce, NONCE);
-    for (size_t i = 0; i < c->meas_len; i += 16) {
-        size_t n = c->meas_len - i < 16 ? c->meas_len - i : 16;
-        encode_vec(buf, meas + i, n);
-        ts_absorb(&s, buf, n * ELEM);
+    if (encoded) {
+        ts_absorb(&s, encoded, c->meas_len * ELEM);
+    } else {
+        for (size_t i = 0; i < c->meas_len; i += 16) {
+            size_t n = c->meas_len - i < 16 ? c->meas_len - i : 16;
+            if (canonical)
+                for (size_t k = 0; k < n; k++) store_le(buf + ELEM * k, meas[i + k], ELEM);
+            else
+                encode_vec(buf, meas + i, n);
+            ts_absorb(&s, buf, n * ELEM);
+        }
     }
     ts_finish(&s, 1);
     ts_squeeze(&s, out, SEED);
@@ -379,8 +395,8 @@ static size_t work_size(const circuit *c) {
 }
 
 int prio3_shard(const circuit *c, const uint8_t *ctx, size_t ctx_len, const f128 *meas_in,
-                const uint8_t *nonce, const uint8_t *rand, uint8_t *public_out,
-                uint8_t *leader_out, uint8_t *helpers_out) {
+                const u128 *meas_canonical, const uint8_t *nonce, const uint8_t *rand,
+                uint8_t *public_out, uint8_t *leader_out, uint8_t *helpers_out) {
     size_t m = c->meas_len, pl = c->proof_len, helpers = c->shares - 1;
     dst_t d;
     if (dst_make(&d, c, ctx, ctx_len)) return ERR_MEMORY;
@@ -389,35 +405,39 @@ int prio3_shard(const circuit *c, const uint8_t *ctx, size_t ctx_len, const f128
         free(d.bytes);
         return ERR_MEMORY;
     }
+    /* The shares are computed on canonical values (subtraction is the same on either form),
+     * so the XOF's draws need no conversion in and the shares none out. */
     f128 *meas = buf, *leader_meas = meas + m, *share = leader_meas + m;
     f128 *proof = share + m, *helper_proof = proof + pl, *joint_rand = helper_proof + pl;
     f128 *prove_rand = joint_rand + c->calls, *work = prove_rand + c->arity;
     memcpy(meas, meas_in, m * sizeof(f128));
-    memcpy(leader_meas, meas, m * sizeof(f128));
+    memcpy(leader_meas, meas_canonical, m * sizeof(f128));
 
     const uint8_t *leader_blind = rand + 2 * helpers * SEED;
     const uint8_t *prove_seed = leader_blind + SEED;
     for (unsigned j = 1; j <= helpers; j++) {
         const uint8_t *seed = rand + 2 * (j - 1) * SEED, *blind = seed + SEED;
         uint8_t binder = (uint8_t)j;
-        expand(share, m, seed, &d, USAGE_MEAS_SHARE, &binder, 1);
+        expand_as(share, m, seed, &d, USAGE_MEAS_SHARE, &binder, 1, 1);
         for (size_t i = 0; i < m; i++) leader_meas[i] = f128_sub(leader_meas[i], share[i]);
-        joint_rand_part(public_out + j * SEED, c, &d, j, blind, share, nonce);
+        joint_rand_part(public_out + j * SEED, c, &d, j, blind, NULL, share, 1, nonce);
         memcpy(helpers_out + 2 * (j - 1) * SEED, seed, 2 * SEED);
     }
-    joint_rand_part(public_out, c, &d, 0, leader_blind, leader_meas, nonce);
+    for (size_t i = 0; i < m; i++) store_le(leader_out + ELEM * i, leader_meas[i], ELEM);
+    joint_rand_part(public_out, c, &d, 0, leader_blind, leader_out, NULL, 1, nonce);
     uint8_t jr_seed[SEED], one_proof = 1;
     joint_rand_seed(jr_seed, c, &d, public_out);
     expand(joint_rand, c->calls, jr_seed, &d, USAGE_JOINT_RANDOMNESS, &one_proof, 1);
     expand(prove_rand, c->arity, prove_seed, &d, USAGE_PROVE_RANDOMNESS, &one_proof, 1);
     prove(c, meas, prove_rand, joint_rand, proof, work);
+    for (size_t i = 0; i < pl; i++) proof[i] = f128_out(proof[i]);
     for (unsigned j = 1; j <= helpers; j++) {
         uint8_t binder[2] = {1, (uint8_t)j};
-        expand(helper_proof, pl, rand + 2 * (j - 1) * SEED, &d, USAGE_PROOF_SHARE, binder, 2);
+        expand_as(helper_proof, pl, rand + 2 * (j - 1) * SEED, &d, USAGE_PROOF_SHARE, binder, 2,
+                  1);
         for (size_t i = 0; i < pl; i++) proof[i] = f128_sub(proof[i], helper_proof[i]);
     }
-    encode_vec(leader_out, leader_meas, m);
-    encode_vec(leader_out + m * ELEM, proof, pl);
+    for (size_t i = 0; i < pl; i++) store_le(leader_out + (m + i) * ELEM, proof[i], ELEM);
     memcpy(leader_out + (m + pl) * ELEM, leader_blind, SEED);
     free(buf);
     free(d.bytes);
@@ -479,7 +499,9 @@ int prio3_prep_init(const circuit *c, const uint8_t *verify_key, const uint8_t *
     }
     memcpy(parts, public_share, (size_t)c->shares * SEED);
     uint8_t *own_part = verifier_out + c->verifier_len * ELEM;
-    joint_rand_part(own_part, c, &d, agg_id, blind, meas, nonce);
+    /* the leader's measurement share as it came, no re-encoding */
+    joint_rand_part(own_part, c, &d, agg_id, blind, agg_id == 0 ? input_share : NULL, meas, 0,
+                       nonce);
     memcpy(parts + agg_id * SEED, own_part, SEED);
     joint_rand_seed(seed_out, c, &d, parts);
     free(parts);

@@ -43,12 +43,12 @@ void circuit_free(circuit *c);
 size_t leader_share_size(const circuit *c);
 size_t verifier_share_size(const circuit *c);
 
-/* Sharding: meas is the encoded measurement (Montgomery form); rand is shares * 2 seeds.
- * public_out: shares seeds; leader_out: leader_share_size; helpers_out: (shares - 1) * 2
- * seeds. */
+/* Sharding: meas is the encoded measurement in Montgomery form (for the prover) and
+ * meas_canonical the same canonical (for the shares); rand is shares * 2 seeds. public_out:
+ * shares seeds; leader_out: leader_share_size; helpers_out: (shares - 1) * 2 seeds. */
 int prio3_shard(const circuit *c, const uint8_t *ctx, size_t ctx_len, const f128 *meas,
-                const uint8_t *nonce, const uint8_t *rand, uint8_t *public_out,
-                uint8_t *leader_out, uint8_t *helpers_out);
+                const u128 *meas_canonical, const uint8_t *nonce, const uint8_t *rand,
+                uint8_t *public_out, uint8_t *leader_out, uint8_t *helpers_out);
 
 /* One aggregator's verify_init on an encoded public and input share. Outputs: the encoded
  * verifier share (with the joint randomness part), the corrected joint randomness seed and
