@@ -204,8 +204,8 @@ static void expand(f128 *out, size_t n, const uint8_t *seed, const dst_t *d, int
 /* joint_rand_part: derive_seed(blind, dst(7), agg_id || nonce || encode(meas_share)), the
  * share given encoded (`encoded`), canonical (`canonical`) or in Montgomery form. */
 static void joint_rand_part(uint8_t *out, const circuit *c, const dst_t *d, unsigned agg_id,
-                               const uint8_t *blind, const uint8_t *encoded, const f128 *meas,
-                               int canonical, const uint8_t *nonce) {
+                            const uint8_t *blind, const uint8_t *encoded, const f128 *meas,
+                            int canonical, const uint8_t *nonce) {
     ts_state s;
     uint8_t id = (uint8_t)agg_id, buf[ELEM * 16];
     xof_start(&s, blind, d, USAGE_JOINT_RAND_PART);
