@@ -127,24 +127,28 @@ static inline f128 f128_sub(f128 a, f128 b) {
     return ((u128)hi << 64) | lo;
 }
 
-/* One Montgomery step on t3:t2:t1:t0 (below p * 2^128 + 2^64 p): (t + m p) / 2^64 with
- * m = -t0, so that t0 + m = 0 (mod 2^64), carrying exactly when t0 != 0; p's low limb is
- * 1, so m p = m + m * p1 * 2^64. The result is below 2^192, in *t1..*t3. */
-static inline void f128_redc_step(uint64_t t0, uint64_t *t1, uint64_t *t2, uint64_t *t3) {
-    uint64_t m = -t0;
-    u128 mp = (u128)m * F128_P1;
-    uint64_t carry = t0 != 0;
-    *t1 = f128_adc(*t1, (uint64_t)mp, &carry);
-    *t2 = f128_adc(*t2, (uint64_t)(mp >> 64), &carry);
-    *t3 += carry;
-}
-
-/* Montgomery reduction of t3:t2:t1:t0 < p * 2^128: the result times 2^128 is congruent. */
+/* Montgomery reduction of t3:t2:t1:t0 < p * 2^128: t / 2^128 mod p. p = 1 (mod 2^64), so
+ * subtracting m p with m the low limb clears that limb exactly (no carry to track), and
+ * since p's low limb is 1, m p = m + m * p1 * 2^64: one 64 x 64 product per limb. Two
+ * steps leave r = (t - m p - m' p 2^64) / 2^128 with -p < r < p; r < 0 shows as a borrow
+ * out of either step, and p is added back. */
 static inline f128 f128_redc(uint64_t t0, uint64_t t1, uint64_t t2, uint64_t t3) {
-    uint64_t t4 = 0;
-    f128_redc_step(t0, &t1, &t2, &t3);
-    f128_redc_step(t1, &t2, &t3, &t4); /* t4: the result's bit 128 (it is below 2p) */
-    return f128_final(t2, t3, t4);
+    /* step 1: s = (t - t0 p) / 2^64 = t3:t2:t1 - t0 * p1, above -p, so when it borrows its
+     * top limb is all ones and the borrow stands for the sign */
+    u128 mp = (u128)t0 * F128_P1;
+    uint64_t b1 = 0;
+    t1 = f128_sbb(t1, (uint64_t)mp, &b1);
+    t2 = f128_sbb(t2, (uint64_t)(mp >> 64), &b1);
+    t3 = f128_sbb(t3, 0, &b1);
+    /* step 2: r = (s - t1 p) / 2^64 = t3:t2 (sign b1) - t1 * p1 */
+    mp = (u128)t1 * F128_P1;
+    uint64_t b2 = 0;
+    t2 = f128_sbb(t2, (uint64_t)mp, &b2);
+    t3 = f128_sbb(t3, (uint64_t)(mp >> 64), &b2);
+    uint64_t mask = -(b1 | b2), carry = 0; /* r < 0: add p */
+    t2 = f128_adc(t2, 1 & mask, &carry);
+    t3 = f128_adc(t3, F128_P1 & mask, &carry);
+    return ((u128)t3 << 64) | t2;
 }
 
 /* Montgomery multiplication, a * b / 2^128 mod p: the 256-bit product (four 64 x 64
