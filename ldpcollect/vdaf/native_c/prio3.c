@@ -294,39 +294,43 @@ static void truncate_meas(const circuit *c, const f128 *meas, f128 *out) {
  * 2P - 1 values at the 2P-th roots. work: (arity + 6) * P + calls * chunk elements. */
 static void prove(const circuit *c, const f128 *meas, const f128 *prove_rand,
                   const f128 *joint_rand, f128 *proof, f128 *work) {
-    size_t p = c->wire_len, a = c->arity, chunk = c->chunk;
-    f128 *wires = work, *left = wires + a * p, *right = left + 2 * p;
-    f128 *acc = right + 2 * p, *checked = acc + 2 * p;
+    size_t p = c->wire_len, a = c->arity, chunk = c->chunk, calls = c->calls;
+    f128 *wires = work, *odd_left = wires + a * p, *odd_right = odd_left + p;
+    f128 *powers = odd_right + p, *checked = powers + p;
     checked_of(c, meas, checked);
-    memset(wires, 0, a * p * sizeof(f128));
-    for (size_t i = 0; i < a; i++) wires[i * p] = prove_rand[i];
+    /* wire i's values at the P-th roots: its seed, one value per call, zeros after */
+    for (size_t i = 0; i < a; i++) {
+        wires[i * p] = prove_rand[i];
+        memset(wires + i * p + 1 + calls, 0, (p - 1 - calls) * sizeof(f128));
+    }
+    /* left wire j at call k: r_k^(j+1) x; right: x - 1. The calls' powers advance side by
+     * side (independent products, not one chain per call). */
     f128 one = f128_one();
-    for (size_t call = 0; call < c->calls; call++) {
-        f128 r = joint_rand[call], rp = r;
-        const f128 *x = checked + call * chunk;
-        for (size_t j = 0; j < chunk; j++) {
-            wires[2 * j * p + call + 1] = f128_mul(rp, x[j]);
-            wires[(2 * j + 1) * p + call + 1] = f128_sub(x[j], one);
-            rp = f128_mul(rp, r);
+    memcpy(powers, joint_rand, calls * sizeof(f128));
+    for (size_t j = 0; j < chunk; j++) {
+        f128 *left = wires + 2 * j * p + 1, *right = left + p;
+        for (size_t k = 0; k < calls; k++) {
+            f128 x = checked[k * chunk + j];
+            left[k] = f128_mul(powers[k], x);
+            right[k] = f128_sub(x, one);
+            powers[k] = f128_mul(powers[k], joint_rand[k]);
         }
     }
+    /* the gadget polynomial sum_j left_j * right_j at the 2P-th roots: at the even ones
+     * from the wire values, at the odd ones from the wires' coset values */
     f128 *gadget = proof + a;
-    memset(acc, 0, 2 * p * sizeof(f128));
+    memset(gadget, 0, c->gadget_len * sizeof(f128));
     for (size_t j = 0; j < chunk; j++) {
-        f128 *halves[2] = {left, right};
-        for (int h = 0; h < 2; h++) {
-            const f128 *wire = wires + (2 * j + h) * p;
-            f128 *dst = halves[h];
-            f128_coset_values(dst + p, wire, p, c->coset_plan); /* the odd values */
-            memcpy(dst, wire, p * sizeof(f128));
-        }
-        for (size_t i = 0; i < p; i++) {
-            acc[2 * i] = f128_add(acc[2 * i], f128_mul(left[i], right[i]));
-            acc[2 * i + 1] = f128_add(acc[2 * i + 1], f128_mul(left[p + i], right[p + i]));
-        }
+        const f128 *left = wires + 2 * j * p, *right = left + p;
+        f128_coset_values(odd_left, left, p, c->coset_plan);
+        f128_coset_values(odd_right, right, p, c->coset_plan);
+        for (size_t i = 0; i < p; i++)
+            gadget[2 * i] = f128_add(gadget[2 * i], f128_mul(left[i], right[i]));
+        for (size_t i = 0; i + 1 < p; i++) /* the last odd root's value is not sent */
+            gadget[2 * i + 1] =
+                f128_add(gadget[2 * i + 1], f128_mul(odd_left[i], odd_right[i]));
     }
     memcpy(proof, prove_rand, a * sizeof(f128));
-    memcpy(gadget, acc, c->gadget_len * sizeof(f128));
 }
 
 /* A verifier share; -1 when the query point is a root of unity. work: 3P + calls * chunk. */
