@@ -169,12 +169,12 @@ void ts_absorb(ts_state *s, const uint8_t *data, size_t len) {
         size_t take = TS_RATE - s->pos;
         if (take > len) take = len;
         size_t i = 0;
-        if (s->pos % 8 == 0) { /* whole lanes at a time */
-            for (; i + 8 <= take; i += 8) {
-                uint64_t lane;
-                memcpy(&lane, data + i, 8);
-                s->lanes[(s->pos + i) / 8] ^= lane;
-            }
+        /* bytes up to a lane boundary, whole lanes, then the bytes left */
+        for (; i < take && (s->pos + i) % 8; i++) bytes[s->pos + i] ^= data[i];
+        for (; i + 8 <= take; i += 8) {
+            uint64_t lane;
+            memcpy(&lane, data + i, 8);
+            s->lanes[(s->pos + i) / 8] ^= lane;
         }
         for (; i < take; i++) bytes[s->pos + i] ^= data[i];
         s->pos += take;
