@@ -304,14 +304,21 @@ static void prove(const circuit *c, const f128 *meas, const f128 *prove_rand,
         memset(wires + i * p + 1 + calls, 0, (p - 1 - calls) * sizeof(f128));
     }
     /* left wire j at call k: r_k^(j+1) x; right: x - 1. The calls' powers advance side by
-     * side (independent products, not one chain per call). */
+     * side (independent products, not one chain per call). An honest x is 0 or 1, and
+     * then r_k^(j+1) x is 0 or the power itself: selected without a product (the same
+     * value), and a branch that only a dishonest measurement takes the other way. */
     f128 one = f128_one();
     memcpy(powers, joint_rand, calls * sizeof(f128));
     for (size_t j = 0; j < chunk; j++) {
         f128 *left = wires + 2 * j * p + 1, *right = left + p;
         for (size_t k = 0; k < calls; k++) {
             f128 x = checked[k * chunk + j];
-            left[k] = f128_mul(powers[k], x);
+            if (x == 0 || x == one) {
+                u128 mask = -(u128)(x == one);
+                left[k] = powers[k] & mask;
+            } else {
+                left[k] = f128_mul(powers[k], x);
+            }
             right[k] = f128_sub(x, one);
             powers[k] = f128_mul(powers[k], joint_rand[k]);
         }
@@ -324,8 +331,11 @@ static void prove(const circuit *c, const f128 *meas, const f128 *prove_rand,
         const f128 *left = wires + 2 * j * p, *right = left + p;
         f128_coset_values(odd_left, left, p, c->coset_plan);
         f128_coset_values(odd_right, right, p, c->coset_plan);
+        /* at the P-th roots: r^(j+1) x (x - 1), zero at every call of an honest
+         * measurement, and zero past the calls */
         for (size_t i = 0; i < p; i++)
-            gadget[2 * i] = f128_add(gadget[2 * i], f128_mul(left[i], right[i]));
+            if (left[i] != 0 && right[i] != 0)
+                gadget[2 * i] = f128_add(gadget[2 * i], f128_mul(left[i], right[i]));
         for (size_t i = 0; i + 1 < p; i++) /* the last odd root's value is not sent */
             gadget[2 * i + 1] =
                 f128_add(gadget[2 * i + 1], f128_mul(odd_left[i], odd_right[i]));
