@@ -3,9 +3,9 @@
  * Field64, p = 2^64 - 2^32 + 1: elements in canonical form; a 128-bit product reduces with
  * 2^64 = 2^32 - 1 and 2^96 = -1 (mod p).
  * Field128, p = 2^128 - 28 * 2^64 + 1: elements in Montgomery form x * 2^128 mod p, two 64-bit
- * limbs; since p = 1 (mod 2^64), -1/p = 2^64 - 1 (mod 2^64) and each reduction step is a
- * negation and one 64 x 64 multiplication. Bytes in and out are canonical little-endian
- * (`f128_in` / `f128_out` convert). */
+ * limbs; since p = 1 (mod 2^64), subtracting t0 * p clears a low limb t0 exactly, and each
+ * reduction step is one 64 x 64 multiplication (f128_redc). Bytes in and out are canonical
+ * little-endian (`f128_in` / `f128_out` convert). */
 #ifndef LDPCOLLECT_FIELD_H
 #define LDPCOLLECT_FIELD_H
 
