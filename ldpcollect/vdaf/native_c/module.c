@@ -293,8 +293,8 @@ static PyObject *prio3_shard_py(Prio3Object *self, PyObject *args) {
     }
     int status;
     Py_BEGIN_ALLOW_THREADS status = prio3_shard(
-        c, ctx.buf, (size_t)ctx.len, values, values + m, nonce.buf, rand.buf, (uint8_t *)PyBytes_AS_STRING(pub),
-        (uint8_t *)PyBytes_AS_STRING(leader), helper_buf);
+        c, ctx.buf, (size_t)ctx.len, values, values + m, nonce.buf, rand.buf,
+        (uint8_t *)PyBytes_AS_STRING(pub), (uint8_t *)PyBytes_AS_STRING(leader), helper_buf);
     Py_END_ALLOW_THREADS if (status != OK) {
         PyMem_Free(helper_buf);
         PyErr_NoMemory();

@@ -111,16 +111,16 @@ const char *circuit_init(circuit *c, int kind, uint32_t vdaf_id, unsigned shares
     f128_coset_plan(c->coset_plan, p);
     /* basis_odd and calls_odd (circulant: node k's basis polynomial is node 0's shifted by
      * w^k, so its value at s w^i is node 0's at s w^(i - k)) */
-    f128 *unit = c->calls_odd; /* scratch until the end */
-    memset(unit, 0, p * sizeof(f128));
-    unit[0] = f128_one();
-    f128_coset_values(c->basis_odd, unit, p, c->coset_plan);
+    f128 *nodes = c->basis_odd + p; /* scratch until basis_odd's second copy */
+    memset(nodes, 0, p * sizeof(f128));
+    for (size_t k = 1; k <= c->calls; k++) nodes[k] = f128_one();
+    f128_coset_values(c->calls_odd, nodes, p, c->coset_plan);
+    memset(nodes, 0, p * sizeof(f128));
+    nodes[0] = f128_one();
+    f128_coset_values(c->basis_odd, nodes, p, c->coset_plan);
     memcpy(c->basis_odd + p, c->basis_odd, p * sizeof(f128));
-    for (size_t i = 0; i < p; i++) {
-        f128 sum = f128_zero();
-        for (size_t k = 1; k <= c->calls; k++) sum = f128_add(sum, c->basis_odd[p - k + i]);
-        c->calls_odd[i] = sum;
-    }
+    for (size_t log2_p = 0; ((size_t)1 << log2_p) <= p; log2_p++)
+        c->basis_nodes_max = 4 * log2_p; /* 4 log2(P) */
     return NULL;
 }
 
@@ -309,8 +309,11 @@ static void truncate_meas(const circuit *c, const f128 *meas, f128 *out) {
 /* The odd values of a right wire (seed, then x - 1 per call, zeros after) when every x is
  * 0 or 1: its values are the seed at node 0 and -1 or 0 at the calls' nodes, so the odd
  * values are seed * basis_odd minus a sum of shifted basis_odd, over the nodes at -1 or
- * (via calls_odd, the sum over all) over the nodes at 0, whichever are fewer. Additions
- * in place of the two transforms. 0 when some x is neither (the caller transforms). */
+ * (via calls_odd, the sum over all) over the nodes at 0, whichever are fewer. P additions
+ * per node in place of the two transforms' P log P work: taken for at most 4 log2(P)
+ * nodes (the transforms cost about 7 log2(P) such rows; at P = 32 always taken, as the
+ * fewer are at most 15). 0 when some x is neither 0 nor 1 or the nodes are too many (the
+ * caller transforms). */
 static int right_wire_odd(const circuit *c, const f128 *wire, f128 *odd, size_t *nodes) {
     size_t p = c->wire_len, calls = c->calls, at_minus = 0, at_zero = 0;
     f128 minus_one = f128_sub(f128_zero(), f128_one());
@@ -326,6 +329,7 @@ static int right_wire_odd(const circuit *c, const f128 *wire, f128 *odd, size_t 
     int fewer_minus = at_minus <= at_zero;
     const size_t *set = fewer_minus ? minus : zero;
     size_t count = fewer_minus ? at_minus : at_zero;
+    if (count > c->basis_nodes_max) return 0;
     f128 seed = wire[0];
     for (size_t i = 0; i < p; i++) {
         f128 v = f128_mul(seed, c->basis_odd[i]);

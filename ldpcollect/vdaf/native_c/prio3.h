@@ -33,6 +33,7 @@ typedef struct {
      * (2P: node k's are basis_odd[P - k + i]); calls_odd: those of the polynomial that is
      * 1 at nodes 1..calls and 0 elsewhere (P) */
     f128 *wire_nodes, *gadget_nodes, *coset_plan, *basis_odd, *calls_odd;
+    size_t basis_nodes_max; /* 4 log2(P): see right_wire_odd */
     f128 wire_n_inv, gadget_n_inv, gadget_root;
 } circuit;
 
