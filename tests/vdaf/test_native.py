@@ -293,6 +293,35 @@ def test_a_lying_measurement_is_sharded_alike_and_refused_alike() -> None:
     assert isinstance(expected, VdafError)
 
 
+class AnyElementsPair(SamplingPair):
+    """Encodes any field elements as they are (weight included): wire values off 0/1, where
+    the compiled prover takes none of its shortcuts for an honest measurement, or any 0/1
+    pattern, where it takes them in every combination."""
+
+    def encode(self, measurement: Sequence[int]) -> list[int]:
+        return list(measurement)
+
+
+@settings(max_examples=40)
+@given(data=st.data())
+def test_a_measurement_of_any_field_elements_is_sharded_alike(data: st.DataObject) -> None:
+    targets = data.draw(st.integers(min_value=1, max_value=12))
+    vdaf = Prio3(PRIO3_SAMPLING_PAIR, Flp(AnyElementsPair(Field128, targets, 3)), 2)
+    assert vdaf.kernel is not None
+    p = Field128.modulus
+    edge = st.sampled_from([0, 1, 2, p - 1, p - 2, 2**64, 2**127])
+    element: st.SearchStrategy[int]
+    if data.draw(st.booleans()):
+        element = st.sampled_from([0, 1])
+    else:
+        element = st.one_of(edge, st.integers(min_value=0, max_value=p - 1))
+    measurement = data.draw(st.lists(element, min_size=2 * targets + 1, max_size=2 * targets + 1))
+    nonce = data.draw(st.binary(min_size=16, max_size=16))
+    rand = data.draw(st.binary(min_size=vdaf.rand_size, max_size=vdaf.rand_size))
+    ours = vdaf.shard_encoded(b"ctx", measurement, nonce, rand)
+    assert ours == vdaf.reference().shard_encoded(b"ctx", measurement, nonce, rand)
+
+
 @settings(max_examples=40)
 @given(seed=st.integers(min_value=0, max_value=2**32))
 def test_the_leaders_share_check_refuses_exactly_what_decoding_refuses(seed: int) -> None:

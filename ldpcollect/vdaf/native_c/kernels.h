@@ -18,6 +18,17 @@ T K(nth_root)(size_t n);
 int K(transform)(T *values, size_t n, T root);
 /* The same with powers[i] = root^i for i < n / 2 given (a plan cached by the caller). */
 void K(transform_powers)(T *values, size_t n, const T *powers);
+/* The butterflies alone: bit-reversed in, natural out (dit); natural in, bit-reversed out
+ * (dif); and the permutation between the two orders. */
+void K(transform_dit)(T *values, size_t n, const T *powers);
+void K(transform_dif)(T *values, size_t n, const T *powers);
+void K(bit_reverse)(T *values, size_t n);
+/* From the values of a polynomial of degree < n at the n-th roots, its values at the odd
+ * 2n-th roots s w^i (s the principal 2n-th root), in order: an inverse NTT without its
+ * permutation, the coefficients scaled by s^i / n, an NTT without its permutation (no
+ * bit-reversal at all). `plan` holds 2n elements from coset_plan. */
+void K(coset_plan)(T *plan, size_t n);
+void K(coset_values)(T *out, const T *values, size_t n, const T *plan);
 /* powers[i] = x^i for i < count. */
 void K(powers)(T *powers, size_t count, T x);
 /* The monomial coefficients (at most n) to the values at the n-th roots, or with `coset` at

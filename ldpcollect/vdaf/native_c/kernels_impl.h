@@ -37,17 +37,8 @@ void K(powers)(T *powers, size_t count, T x) {
     }
 }
 
-void K(transform_powers)(T *values, size_t n, const T *powers) {
-    for (size_t i = 1, j = 0; i < n; i++) { /* bit-reversal permutation */
-        size_t bit = n >> 1;
-        for (; j & bit; bit >>= 1) j ^= bit;
-        j |= bit;
-        if (i < j) {
-            T tmp = values[i];
-            values[i] = values[j];
-            values[j] = tmp;
-        }
-    }
+/* Cooley-Tukey butterflies on input in bit-reversed order: natural-order output. */
+void K(transform_dit)(T *values, size_t n, const T *powers) {
     for (size_t len = 2; len <= n; len <<= 1) {
         size_t half = len / 2, stride = n / len;
         for (size_t start = 0; start < n; start += len) {
@@ -62,6 +53,60 @@ void K(transform_powers)(T *values, size_t n, const T *powers) {
             }
         }
     }
+}
+
+/* Gentleman-Sande butterflies on natural-order input: output in bit-reversed order. */
+void K(transform_dif)(T *values, size_t n, const T *powers) {
+    for (size_t len = n; len >= 2; len >>= 1) {
+        size_t half = len / 2, stride = n / len;
+        for (size_t start = 0; start < n; start += len) {
+            T u = values[start], v = values[start + half];
+            values[start] = ADD(u, v);
+            values[start + half] = SUB(u, v);
+            for (size_t k = 1; k < half; k++) {
+                u = values[start + k];
+                v = values[start + k + half];
+                values[start + k] = ADD(u, v);
+                values[start + k + half] = MUL(SUB(u, v), powers[k * stride]);
+            }
+        }
+    }
+}
+
+void K(bit_reverse)(T *values, size_t n) {
+    for (size_t i = 1, j = 0; i < n; i++) {
+        size_t bit = n >> 1;
+        for (; j & bit; bit >>= 1) j ^= bit;
+        j |= bit;
+        if (i < j) {
+            T tmp = values[i];
+            values[i] = values[j];
+            values[j] = tmp;
+        }
+    }
+}
+
+void K(transform_powers)(T *values, size_t n, const T *powers) {
+    K(bit_reverse)(values, n);
+    K(transform_dit)(values, n, powers);
+}
+
+void K(coset_plan)(T *plan, size_t n) {
+    T w = K(nth_root)(n), s = K(nth_root)(2 * n), n_inv = K(inv)(K(in)((u128)n));
+    T *inv_powers = plan, *powers = plan + n / 2, *scale = plan + n;
+    K(powers)(inv_powers, n / 2, K(inv)(w));
+    K(powers)(powers, n / 2, w);
+    K(powers)(scale, n, s);
+    for (size_t i = 0; i < n; i++) scale[i] = MUL(scale[i], n_inv);
+    K(bit_reverse)(scale, n); /* in the order of the coefficients between the two */
+}
+
+void K(coset_values)(T *out, const T *values, size_t n, const T *plan) {
+    const T *inv_powers = plan, *powers = plan + n / 2, *scale = plan + n;
+    memcpy(out, values, n * sizeof(T));
+    K(transform_dif)(out, n, inv_powers); /* n times the coefficients, bit-reversed */
+    for (size_t i = 0; i < n; i++) out[i] = MUL(out[i], scale[i]);
+    K(transform_dit)(out, n, powers);
 }
 
 int K(transform)(T *values, size_t n, T root) {
@@ -122,8 +167,11 @@ int K(lagrange_weights)(T *out, size_t n, T x) {
 }
 
 int K(double_evaluations)(T *out, const T *values, size_t n, T *tmp) {
-    memcpy(tmp, values, n * sizeof(T));
-    if (K(inv_ntt)(tmp, n) || K(ntt)(tmp, n, 1)) return -1;
+    T *plan = malloc(2 * n * sizeof(T));
+    if (!plan) return -1;
+    K(coset_plan)(plan, n);
+    K(coset_values)(tmp, values, n, plan);
+    free(plan);
     for (size_t i = 0; i < n; i++) {
         out[2 * i] = values[i];
         out[2 * i + 1] = tmp[i];

@@ -250,11 +250,11 @@ static PyObject *prio3_shard_py(Prio3Object *self, PyObject *args) {
     const circuit *c = &self->c;
     PyObject *result = NULL, *pub = NULL, *leader = NULL, *helpers = NULL;
     size_t helper_count = c->shares - 1, m = c->meas_len;
-    f128 *values = NULL;
+    f128 *values = NULL; /* Montgomery form, then canonical */
     if (check_len("the nonce", nonce.len, NONCE) ||
         check_len("the sharding randomness", rand.len, (Py_ssize_t)(2 * c->shares * SEED)))
         goto done;
-    if (!(values = PyMem_Malloc(m * sizeof(f128)))) {
+    if (!(values = PyMem_Malloc(2 * m * sizeof(f128)))) {
         PyErr_NoMemory();
         goto done;
     }
@@ -266,6 +266,7 @@ static PyObject *prio3_shard_py(Prio3Object *self, PyObject *args) {
                 goto done;
             }
             values[i] = src[i] ? f128_one() : f128_zero();
+            values[m + i] = src[i];
         }
     } else if ((size_t)meas.len == 16 * m) {
         for (size_t i = 0; i < m; i++) {
@@ -275,6 +276,7 @@ static PyObject *prio3_shard_py(Prio3Object *self, PyObject *args) {
                 goto done;
             }
             values[i] = f128_in(x);
+            values[m + i] = x;
         }
     } else {
         PyErr_Format(PyExc_ValueError, "the encoded measurement must be %zu or %zu bytes, got %zd",
@@ -291,8 +293,8 @@ static PyObject *prio3_shard_py(Prio3Object *self, PyObject *args) {
     }
     int status;
     Py_BEGIN_ALLOW_THREADS status = prio3_shard(
-        c, ctx.buf, (size_t)ctx.len, values, nonce.buf, rand.buf, (uint8_t *)PyBytes_AS_STRING(pub),
-        (uint8_t *)PyBytes_AS_STRING(leader), helper_buf);
+        c, ctx.buf, (size_t)ctx.len, values, values + m, nonce.buf, rand.buf,
+        (uint8_t *)PyBytes_AS_STRING(pub), (uint8_t *)PyBytes_AS_STRING(leader), helper_buf);
     Py_END_ALLOW_THREADS if (status != OK) {
         PyMem_Free(helper_buf);
         PyErr_NoMemory();

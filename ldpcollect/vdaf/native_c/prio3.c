@@ -95,9 +95,10 @@ const char *circuit_init(circuit *c, int kind, uint32_t vdaf_id, unsigned shares
     size_t p = c->wire_len, n = 2 * p;
     c->wire_nodes = malloc(p * sizeof(f128));
     c->gadget_nodes = malloc(n * sizeof(f128));
-    c->wire_inv_powers = malloc(p * sizeof(f128));
-    c->coset_scale = malloc(p * sizeof(f128));
-    if (!c->wire_nodes || !c->gadget_nodes || !c->wire_inv_powers || !c->coset_scale) {
+    c->coset_plan = malloc(2 * p * sizeof(f128));
+    c->basis_odd = malloc(2 * p * sizeof(f128));
+    c->calls_odd = malloc(p * sizeof(f128));
+    if (!c->wire_nodes || !c->gadget_nodes || !c->coset_plan || !c->basis_odd || !c->calls_odd) {
         circuit_free(c);
         return "out of memory";
     }
@@ -105,21 +106,31 @@ const char *circuit_init(circuit *c, int kind, uint32_t vdaf_id, unsigned shares
     c->gadget_root = f128_nth_root(n);
     f128_powers(c->wire_nodes, p, w);
     f128_powers(c->gadget_nodes, n, c->gadget_root);
-    f128_powers(c->wire_inv_powers, p, f128_inv(w));
     c->wire_n_inv = f128_inv(f128_in(p));
     c->gadget_n_inv = f128_inv(f128_in(n));
-    /* coset NTT after the inverse NTT: scale coefficient i by (1/p) s^i, s the 2p-th root */
-    f128_powers(c->coset_scale, p, c->gadget_root);
-    for (size_t i = 0; i < p; i++) c->coset_scale[i] = f128_mul(c->coset_scale[i], c->wire_n_inv);
+    f128_coset_plan(c->coset_plan, p);
+    /* basis_odd and calls_odd (circulant: node k's basis polynomial is node 0's shifted by
+     * w^k, so its value at s w^i is node 0's at s w^(i - k)) */
+    f128 *nodes = c->basis_odd + p; /* scratch until basis_odd's second copy */
+    memset(nodes, 0, p * sizeof(f128));
+    for (size_t k = 1; k <= c->calls; k++) nodes[k] = f128_one();
+    f128_coset_values(c->calls_odd, nodes, p, c->coset_plan);
+    memset(nodes, 0, p * sizeof(f128));
+    nodes[0] = f128_one();
+    f128_coset_values(c->basis_odd, nodes, p, c->coset_plan);
+    memcpy(c->basis_odd + p, c->basis_odd, p * sizeof(f128));
+    for (size_t log2_p = 0; ((size_t)1 << log2_p) <= p; log2_p++)
+        c->basis_nodes_max = 4 * log2_p; /* 4 log2(P) */
     return NULL;
 }
 
 void circuit_free(circuit *c) {
     free(c->wire_nodes);
     free(c->gadget_nodes);
-    free(c->wire_inv_powers);
-    free(c->coset_scale);
-    c->wire_nodes = c->gadget_nodes = c->wire_inv_powers = c->coset_scale = NULL;
+    free(c->coset_plan);
+    free(c->basis_odd);
+    free(c->calls_odd);
+    c->wire_nodes = c->gadget_nodes = c->coset_plan = c->basis_odd = c->calls_odd = NULL;
 }
 
 size_t leader_share_size(const circuit *c) { return (c->meas_len + c->proof_len) * ELEM + SEED; }
@@ -174,8 +185,10 @@ static void xof_start(ts_state *s, const uint8_t *seed, const dst_t *d, int usag
     ts_absorb(s, seed, SEED);
 }
 
-/* Rejection sampling: 16 bytes little-endian per draw, kept when below p. */
-static void xof_vec(ts_state *s, f128 *out, size_t n) {
+/* Rejection sampling: 16 bytes little-endian per draw, kept when below p; in Montgomery
+ * form, or with `canonical` as drawn (the shard's shares stay canonical: they are only
+ * subtracted and encoded, and subtraction commutes with the Montgomery map). */
+static void xof_vec(ts_state *s, f128 *out, size_t n, int canonical) {
     uint8_t buf[ELEM * 8];
     size_t have = 0, used = 0;
     for (size_t i = 0; i < n;) {
@@ -186,31 +199,45 @@ static void xof_vec(ts_state *s, f128 *out, size_t n) {
             used = 0;
         }
         u128 x = load_le(buf + ELEM * used++, ELEM);
-        if (x < F128_P) out[i++] = f128_in(x);
+        if (x < F128_P) out[i++] = canonical ? x : f128_in(x);
     }
 }
 
-static void expand(f128 *out, size_t n, const uint8_t *seed, const dst_t *d, int usage,
-                   const uint8_t *binder, size_t binder_len) {
+static void expand_as(f128 *out, size_t n, const uint8_t *seed, const dst_t *d, int usage,
+                      const uint8_t *binder, size_t binder_len, int canonical) {
     ts_state s;
     xof_start(&s, seed, d, usage);
     ts_absorb(&s, binder, binder_len);
     ts_finish(&s, 1);
-    xof_vec(&s, out, n);
+    xof_vec(&s, out, n, canonical);
 }
 
-/* joint_rand_part: derive_seed(blind, dst(7), agg_id || nonce || encode(meas_share)) */
+static void expand(f128 *out, size_t n, const uint8_t *seed, const dst_t *d, int usage,
+                   const uint8_t *binder, size_t binder_len) {
+    expand_as(out, n, seed, d, usage, binder, binder_len, 0);
+}
+
+/* joint_rand_part: derive_seed(blind, dst(7), agg_id || nonce || encode(meas_share)), the
+ * share given encoded (`encoded`), canonical (`canonical`) or in Montgomery form. */
 static void joint_rand_part(uint8_t *out, const circuit *c, const dst_t *d, unsigned agg_id,
-                            const uint8_t *blind, const f128 *meas, const uint8_t *nonce) {
+                            const uint8_t *blind, const uint8_t *encoded, const f128 *meas,
+                            int canonical, const uint8_t *nonce) {
     ts_state s;
     uint8_t id = (uint8_t)agg_id, buf[ELEM * 16];
     xof_start(&s, blind, d, USAGE_JOINT_RAND_PART);
     ts_absorb(&s, &id, 1);
     ts_absorb(&s, nonce, NONCE);
-    for (size_t i = 0; i < c->meas_len; i += 16) {
-        size_t n = c->meas_len - i < 16 ? c->meas_len - i : 16;
-        encode_vec(buf, meas + i, n);
-        ts_absorb(&s, buf, n * ELEM);
+    if (encoded) {
+        ts_absorb(&s, encoded, c->meas_len * ELEM);
+    } else {
+        for (size_t i = 0; i < c->meas_len; i += 16) {
+            size_t n = c->meas_len - i < 16 ? c->meas_len - i : 16;
+            if (canonical)
+                for (size_t k = 0; k < n; k++) store_le(buf + ELEM * k, meas[i + k], ELEM);
+            else
+                encode_vec(buf, meas + i, n);
+            ts_absorb(&s, buf, n * ELEM);
+        }
     }
     ts_finish(&s, 1);
     ts_squeeze(&s, out, SEED);
@@ -279,47 +306,100 @@ static void truncate_meas(const circuit *c, const f128 *meas, f128 *out) {
     }
 }
 
+/* The odd values of a right wire (seed, then x - 1 per call, zeros after) when every x is
+ * 0 or 1: its values are the seed at node 0 and -1 or 0 at the calls' nodes, so the odd
+ * values are seed * basis_odd minus a sum of shifted basis_odd, over the nodes at -1 or
+ * (via calls_odd, the sum over all) over the nodes at 0, whichever are fewer. P additions
+ * per node in place of the two transforms' P log P work: taken for at most 4 log2(P)
+ * nodes (the transforms cost about 7 log2(P) such rows; at P = 32 always taken, as the
+ * fewer are at most 15). 0 when some x is neither 0 nor 1 or the nodes are too many (the
+ * caller transforms). */
+static int right_wire_odd(const circuit *c, const f128 *wire, f128 *odd, size_t *nodes) {
+    size_t p = c->wire_len, calls = c->calls, at_minus = 0, at_zero = 0;
+    f128 minus_one = f128_sub(f128_zero(), f128_one());
+    size_t *minus = nodes, *zero = nodes + calls; /* filled without a branch per node */
+    for (size_t k = 1; k <= calls; k++) {
+        f128 v = wire[k];
+        if (v != 0 && v != minus_one) return 0;
+        minus[at_minus] = k;
+        at_minus += v == minus_one;
+        zero[at_zero] = k;
+        at_zero += v == 0;
+    }
+    int fewer_minus = at_minus <= at_zero;
+    const size_t *set = fewer_minus ? minus : zero;
+    size_t count = fewer_minus ? at_minus : at_zero;
+    if (count > c->basis_nodes_max) return 0;
+    f128 seed = wire[0];
+    for (size_t i = 0; i < p; i++) {
+        f128 v = f128_mul(seed, c->basis_odd[i]);
+        odd[i] = fewer_minus ? v : f128_sub(v, c->calls_odd[i]);
+    }
+    for (size_t n = 0; n < count; n++) {
+        const f128 *column = c->basis_odd + p - set[n];
+        if (fewer_minus)
+            for (size_t i = 0; i < p; i++) odd[i] = f128_sub(odd[i], column[i]);
+        else
+            for (size_t i = 0; i < p; i++) odd[i] = f128_add(odd[i], column[i]);
+    }
+    return 1;
+}
+
 /* The prover (num_shares 1). proof: arity seeds, then the gadget polynomial's first
  * 2P - 1 values at the 2P-th roots. work: (arity + 6) * P + calls * chunk elements. */
 static void prove(const circuit *c, const f128 *meas, const f128 *prove_rand,
                   const f128 *joint_rand, f128 *proof, f128 *work) {
-    size_t p = c->wire_len, a = c->arity, chunk = c->chunk;
-    f128 *wires = work, *left = wires + a * p, *right = left + 2 * p;
-    f128 *acc = right + 2 * p, *checked = acc + 2 * p;
+    size_t p = c->wire_len, a = c->arity, chunk = c->chunk, calls = c->calls;
+    f128 *wires = work, *odd_left = wires + a * p, *odd_right = odd_left + p;
+    f128 *powers = odd_right + p, *checked = powers + p;
+    /* right_wire_odd's two node lists: 2 * calls < 2P indices, in the 3P elements of work
+     * past `checked` */
+    size_t *nodes = (size_t *)(checked + calls * chunk);
     checked_of(c, meas, checked);
-    memset(wires, 0, a * p * sizeof(f128));
-    for (size_t i = 0; i < a; i++) wires[i * p] = prove_rand[i];
+    /* wire i's values at the P-th roots: its seed, one value per call, zeros after */
+    for (size_t i = 0; i < a; i++) {
+        wires[i * p] = prove_rand[i];
+        memset(wires + i * p + 1 + calls, 0, (p - 1 - calls) * sizeof(f128));
+    }
+    /* left wire j at call k: r_k^(j+1) x; right: x - 1. The calls' powers advance side by
+     * side (independent products, not one chain per call). An honest x is 0 or 1, and
+     * then r_k^(j+1) x is 0 or the power itself: selected without a product (the same
+     * value), and a branch that only a dishonest measurement takes the other way. */
     f128 one = f128_one();
-    for (size_t call = 0; call < c->calls; call++) {
-        f128 r = joint_rand[call], rp = r;
-        const f128 *x = checked + call * chunk;
-        for (size_t j = 0; j < chunk; j++) {
-            wires[2 * j * p + call + 1] = f128_mul(rp, x[j]);
-            wires[(2 * j + 1) * p + call + 1] = f128_sub(x[j], one);
-            rp = f128_mul(rp, r);
+    memcpy(powers, joint_rand, calls * sizeof(f128));
+    for (size_t j = 0; j < chunk; j++) {
+        f128 *left = wires + 2 * j * p + 1, *right = left + p;
+        for (size_t k = 0; k < calls; k++) {
+            f128 x = checked[k * chunk + j];
+            if (x == 0 || x == one) {
+                u128 mask = -(u128)(x == one);
+                left[k] = powers[k] & mask;
+            } else {
+                left[k] = f128_mul(powers[k], x);
+            }
+            right[k] = f128_sub(x, one);
+            powers[k] = f128_mul(powers[k], joint_rand[k]);
         }
     }
+    /* the gadget polynomial sum_j left_j * right_j at the 2P-th roots: at the even ones
+     * from the wire values, at the odd ones from the wires' coset values */
     f128 *gadget = proof + a;
-    memset(acc, 0, 2 * p * sizeof(f128));
+    memset(gadget, 0, c->gadget_len * sizeof(f128));
     for (size_t j = 0; j < chunk; j++) {
-        f128 *halves[2] = {left, right};
-        for (int h = 0; h < 2; h++) {
-            const f128 *wire = wires + (2 * j + h) * p;
-            f128 *dst = halves[h], *odd = dst + p;
-            /* odd values: inverse NTT, scale by s^i / p, NTT */
-            memcpy(odd, wire, p * sizeof(f128));
-            f128_transform_powers(odd, p, c->wire_inv_powers);
-            for (size_t i = 0; i < p; i++) odd[i] = f128_mul(odd[i], c->coset_scale[i]);
-            f128_transform_powers(odd, p, c->wire_nodes);
-            memcpy(dst, wire, p * sizeof(f128));
-        }
-        for (size_t i = 0; i < p; i++) {
-            acc[2 * i] = f128_add(acc[2 * i], f128_mul(left[i], right[i]));
-            acc[2 * i + 1] = f128_add(acc[2 * i + 1], f128_mul(left[p + i], right[p + i]));
-        }
+        const f128 *left = wires + 2 * j * p, *right = left + p;
+        f128_coset_values(odd_left, left, p, c->coset_plan);
+        if (!right_wire_odd(c, right, odd_right, nodes))
+            f128_coset_values(odd_right, right, p, c->coset_plan);
+        /* at the P-th roots: r^(j+1) x (x - 1), zero at every call of an honest
+         * measurement, and zero past the calls */
+        for (size_t i = 0; i < p; i++)
+            if (left[i] != 0 && right[i] != 0)
+                gadget[2 * i] = f128_add(gadget[2 * i], f128_mul(left[i], right[i]));
+        for (size_t i = 0; i + 1 < p; i++) /* the last odd root's value is not sent */
+            gadget[2 * i + 1] =
+                f128_add(gadget[2 * i + 1], f128_mul(odd_left[i], odd_right[i]));
     }
     memcpy(proof, prove_rand, a * sizeof(f128));
-    memcpy(gadget, acc, c->gadget_len * sizeof(f128));
 }
 
 /* A verifier share; -1 when the query point is a root of unity. work: 3P + calls * chunk. */
@@ -388,8 +468,8 @@ static size_t work_size(const circuit *c) {
 }
 
 int prio3_shard(const circuit *c, const uint8_t *ctx, size_t ctx_len, const f128 *meas_in,
-                const uint8_t *nonce, const uint8_t *rand, uint8_t *public_out,
-                uint8_t *leader_out, uint8_t *helpers_out) {
+                const u128 *meas_canonical, const uint8_t *nonce, const uint8_t *rand,
+                uint8_t *public_out, uint8_t *leader_out, uint8_t *helpers_out) {
     size_t m = c->meas_len, pl = c->proof_len, helpers = c->shares - 1;
     dst_t d;
     if (dst_make(&d, c, ctx, ctx_len)) return ERR_MEMORY;
@@ -398,35 +478,39 @@ int prio3_shard(const circuit *c, const uint8_t *ctx, size_t ctx_len, const f128
         free(d.bytes);
         return ERR_MEMORY;
     }
+    /* The shares are computed on canonical values (subtraction is the same on either form),
+     * so the XOF's draws need no conversion in and the shares none out. */
     f128 *meas = buf, *leader_meas = meas + m, *share = leader_meas + m;
     f128 *proof = share + m, *helper_proof = proof + pl, *joint_rand = helper_proof + pl;
     f128 *prove_rand = joint_rand + c->calls, *work = prove_rand + c->arity;
     memcpy(meas, meas_in, m * sizeof(f128));
-    memcpy(leader_meas, meas, m * sizeof(f128));
+    memcpy(leader_meas, meas_canonical, m * sizeof(f128));
 
     const uint8_t *leader_blind = rand + 2 * helpers * SEED;
     const uint8_t *prove_seed = leader_blind + SEED;
     for (unsigned j = 1; j <= helpers; j++) {
         const uint8_t *seed = rand + 2 * (j - 1) * SEED, *blind = seed + SEED;
         uint8_t binder = (uint8_t)j;
-        expand(share, m, seed, &d, USAGE_MEAS_SHARE, &binder, 1);
+        expand_as(share, m, seed, &d, USAGE_MEAS_SHARE, &binder, 1, 1);
         for (size_t i = 0; i < m; i++) leader_meas[i] = f128_sub(leader_meas[i], share[i]);
-        joint_rand_part(public_out + j * SEED, c, &d, j, blind, share, nonce);
+        joint_rand_part(public_out + j * SEED, c, &d, j, blind, NULL, share, 1, nonce);
         memcpy(helpers_out + 2 * (j - 1) * SEED, seed, 2 * SEED);
     }
-    joint_rand_part(public_out, c, &d, 0, leader_blind, leader_meas, nonce);
+    for (size_t i = 0; i < m; i++) store_le(leader_out + ELEM * i, leader_meas[i], ELEM);
+    joint_rand_part(public_out, c, &d, 0, leader_blind, leader_out, NULL, 1, nonce);
     uint8_t jr_seed[SEED], one_proof = 1;
     joint_rand_seed(jr_seed, c, &d, public_out);
     expand(joint_rand, c->calls, jr_seed, &d, USAGE_JOINT_RANDOMNESS, &one_proof, 1);
     expand(prove_rand, c->arity, prove_seed, &d, USAGE_PROVE_RANDOMNESS, &one_proof, 1);
     prove(c, meas, prove_rand, joint_rand, proof, work);
+    for (size_t i = 0; i < pl; i++) proof[i] = f128_out(proof[i]);
     for (unsigned j = 1; j <= helpers; j++) {
         uint8_t binder[2] = {1, (uint8_t)j};
-        expand(helper_proof, pl, rand + 2 * (j - 1) * SEED, &d, USAGE_PROOF_SHARE, binder, 2);
+        expand_as(helper_proof, pl, rand + 2 * (j - 1) * SEED, &d, USAGE_PROOF_SHARE, binder, 2,
+                  1);
         for (size_t i = 0; i < pl; i++) proof[i] = f128_sub(proof[i], helper_proof[i]);
     }
-    encode_vec(leader_out, leader_meas, m);
-    encode_vec(leader_out + m * ELEM, proof, pl);
+    for (size_t i = 0; i < pl; i++) store_le(leader_out + (m + i) * ELEM, proof[i], ELEM);
     memcpy(leader_out + (m + pl) * ELEM, leader_blind, SEED);
     free(buf);
     free(d.bytes);
@@ -488,7 +572,9 @@ int prio3_prep_init(const circuit *c, const uint8_t *verify_key, const uint8_t *
     }
     memcpy(parts, public_share, (size_t)c->shares * SEED);
     uint8_t *own_part = verifier_out + c->verifier_len * ELEM;
-    joint_rand_part(own_part, c, &d, agg_id, blind, meas, nonce);
+    /* the leader's measurement share as it came, no re-encoding */
+    joint_rand_part(own_part, c, &d, agg_id, blind, agg_id == 0 ? input_share : NULL, meas, 0,
+                       nonce);
     memcpy(parts + agg_id * SEED, own_part, SEED);
     joint_rand_seed(seed_out, c, &d, parts);
     free(parts);

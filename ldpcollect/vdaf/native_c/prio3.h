@@ -28,8 +28,12 @@ typedef struct {
     size_t outputs, query_rand_len, verifier_len, output_len;
     f128 range_weights[64]; /* the range-checked integer's bit weights */
     f128 shares_inv;
-    /* plans: nodes of the wire (P) and gadget (2P) polynomials, NTT powers for doubling */
-    f128 *wire_nodes, *gadget_nodes, *wire_inv_powers, *coset_scale;
+    /* plans: nodes of the wire (P) and gadget (2P) polynomials, f128_coset_plan for P;
+     * basis_odd: the odd values (s w^i) of the Lagrange polynomial of node 0, twice over
+     * (2P: node k's are basis_odd[P - k + i]); calls_odd: those of the polynomial that is
+     * 1 at nodes 1..calls and 0 elsewhere (P) */
+    f128 *wire_nodes, *gadget_nodes, *coset_plan, *basis_odd, *calls_odd;
+    size_t basis_nodes_max; /* 4 log2(P): see right_wire_odd */
     f128 wire_n_inv, gadget_n_inv, gadget_root;
 } circuit;
 
@@ -43,12 +47,12 @@ void circuit_free(circuit *c);
 size_t leader_share_size(const circuit *c);
 size_t verifier_share_size(const circuit *c);
 
-/* Sharding: meas is the encoded measurement (Montgomery form); rand is shares * 2 seeds.
- * public_out: shares seeds; leader_out: leader_share_size; helpers_out: (shares - 1) * 2
- * seeds. */
+/* Sharding: meas is the encoded measurement in Montgomery form (for the prover) and
+ * meas_canonical the same canonical (for the shares); rand is shares * 2 seeds. public_out:
+ * shares seeds; leader_out: leader_share_size; helpers_out: (shares - 1) * 2 seeds. */
 int prio3_shard(const circuit *c, const uint8_t *ctx, size_t ctx_len, const f128 *meas,
-                const uint8_t *nonce, const uint8_t *rand, uint8_t *public_out,
-                uint8_t *leader_out, uint8_t *helpers_out);
+                const u128 *meas_canonical, const uint8_t *nonce, const uint8_t *rand,
+                uint8_t *public_out, uint8_t *leader_out, uint8_t *helpers_out);
 
 /* One aggregator's verify_init on an encoded public and input share. Outputs: the encoded
  * verifier share (with the joint randomness part), the corrected joint randomness seed and

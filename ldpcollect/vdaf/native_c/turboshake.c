@@ -2,9 +2,9 @@
 
 #include <string.h>
 
-/* The tables, as constants so the compiler can unroll the permutation with immediate
- * rotations; `ts_init_constants` re-derives them from the specification and refuses to
- * start if one differs. */
+/* The tables; `ts_init_constants` re-derives them from the specification, and checks the
+ * written-out permutation against one computed from them, and refuses to start if either
+ * differs. */
 static const uint64_t ROUND_CONSTANTS_12[12] = {
     0x000000008000808BULL, 0x800000000000008BULL, 0x8000000000008089ULL, 0x8000000000008003ULL,
     0x8000000000008002ULL, 0x8000000000000080ULL, 0x000000000000800AULL, 0x800000008000000AULL,
@@ -27,6 +27,107 @@ static int lfsr_bit(unsigned t) {
     return r & 1;
 }
 
+static inline uint64_t rotl(uint64_t v, unsigned n) {
+    return n ? (v << n) | (v >> (64 - n)) : v;
+}
+
+/* Keccak-p[1600, 12] straight from the tables: `ts_init_constants` checks the written-out
+ * keccak_p12 below against it. */
+static void keccak_p12_tables(uint64_t a[25]) {
+    uint64_t c[5], d[5], b[25];
+    for (unsigned round = 0; round < 12; round++) {
+        for (unsigned x = 0; x < 5; x++) c[x] = a[x] ^ a[x + 5] ^ a[x + 10] ^ a[x + 15] ^ a[x + 20];
+        for (unsigned x = 0; x < 5; x++) d[x] = c[(x + 4) % 5] ^ rotl(c[(x + 1) % 5], 1);
+        for (unsigned i = 0; i < 25; i++) b[PI_DST[i]] = rotl(a[i] ^ d[i % 5], RHO[i]);
+        for (unsigned i = 0; i < 25; i++) {
+            unsigned x = i % 5, row = i - x;
+            a[i] = b[i] ^ (~b[row + (x + 1) % 5] & b[row + (x + 2) % 5]);
+        }
+        a[0] ^= ROUND_CONSTANTS_12[round];
+    }
+}
+
+#define ROL(v, n) (((v) << (n)) | ((v) >> (64 - (n)))) /* n in 1..63 */
+/* chi on one row of five lanes b0..b4 */
+#define CHI(o0, o1, o2, o3, o4)                                                       \
+    do {                                                                               \
+        o0 = b0 ^ (~b1 & b2);                                                          \
+        o1 = b1 ^ (~b2 & b3);                                                          \
+        o2 = b2 ^ (~b3 & b4);                                                          \
+        o3 = b3 ^ (~b4 & b0);                                                          \
+        o4 = b4 ^ (~b0 & b1);                                                          \
+    } while (0)
+
+/* Keccak-p[1600, 12]: the last 12 rounds of Keccak-f[1600]. The lanes are local
+ * variables and every step is written out, theta (c, d), then per output row rho and pi
+ * (b: lane i comes from lane PI_DST^-1, rotated by its RHO) and chi: the compiler keeps
+ * lanes in registers and rotates by immediates (the arrays and loops it replaces spilled).
+ * Two rounds per iteration, a -> e -> a, so no lane is copied. */
+static void keccak_p12(uint64_t s[25]) {
+    uint64_t a00 = s[0], a01 = s[1], a02 = s[2], a03 = s[3], a04 = s[4], a05 = s[5], a06 = s[6];
+    uint64_t a07 = s[7], a08 = s[8], a09 = s[9], a10 = s[10], a11 = s[11], a12 = s[12];
+    uint64_t a13 = s[13], a14 = s[14], a15 = s[15], a16 = s[16], a17 = s[17], a18 = s[18];
+    uint64_t a19 = s[19], a20 = s[20], a21 = s[21], a22 = s[22], a23 = s[23], a24 = s[24];
+    uint64_t e00, e01, e02, e03, e04, e05, e06, e07, e08, e09, e10, e11, e12, e13, e14, e15;
+    uint64_t e16, e17, e18, e19, e20, e21, e22, e23, e24;
+    uint64_t c0, c1, c2, c3, c4, d0, d1, d2, d3, d4, b0, b1, b2, b3, b4;
+#pragma GCC unroll 6
+    for (unsigned round = 0; round < 12; round += 2) {
+        c0 = a00 ^ a05 ^ a10 ^ a15 ^ a20;
+        c1 = a01 ^ a06 ^ a11 ^ a16 ^ a21;
+        c2 = a02 ^ a07 ^ a12 ^ a17 ^ a22;
+        c3 = a03 ^ a08 ^ a13 ^ a18 ^ a23;
+        c4 = a04 ^ a09 ^ a14 ^ a19 ^ a24;
+        d0 = c4 ^ ROL(c1, 1); d1 = c0 ^ ROL(c2, 1); d2 = c1 ^ ROL(c3, 1);
+        d3 = c2 ^ ROL(c4, 1); d4 = c3 ^ ROL(c0, 1);
+        b0 = a00 ^ d0; b1 = ROL(a06 ^ d1, 44); b2 = ROL(a12 ^ d2, 43);
+        b3 = ROL(a18 ^ d3, 21); b4 = ROL(a24 ^ d4, 14);
+        CHI(e00, e01, e02, e03, e04);
+        b0 = ROL(a03 ^ d3, 28); b1 = ROL(a09 ^ d4, 20); b2 = ROL(a10 ^ d0, 3);
+        b3 = ROL(a16 ^ d1, 45); b4 = ROL(a22 ^ d2, 61);
+        CHI(e05, e06, e07, e08, e09);
+        b0 = ROL(a01 ^ d1, 1); b1 = ROL(a07 ^ d2, 6); b2 = ROL(a13 ^ d3, 25);
+        b3 = ROL(a19 ^ d4, 8); b4 = ROL(a20 ^ d0, 18);
+        CHI(e10, e11, e12, e13, e14);
+        b0 = ROL(a04 ^ d4, 27); b1 = ROL(a05 ^ d0, 36); b2 = ROL(a11 ^ d1, 10);
+        b3 = ROL(a17 ^ d2, 15); b4 = ROL(a23 ^ d3, 56);
+        CHI(e15, e16, e17, e18, e19);
+        b0 = ROL(a02 ^ d2, 62); b1 = ROL(a08 ^ d3, 55); b2 = ROL(a14 ^ d4, 39);
+        b3 = ROL(a15 ^ d0, 41); b4 = ROL(a21 ^ d1, 2);
+        CHI(e20, e21, e22, e23, e24);
+        e00 ^= ROUND_CONSTANTS_12[round];
+        c0 = e00 ^ e05 ^ e10 ^ e15 ^ e20;
+        c1 = e01 ^ e06 ^ e11 ^ e16 ^ e21;
+        c2 = e02 ^ e07 ^ e12 ^ e17 ^ e22;
+        c3 = e03 ^ e08 ^ e13 ^ e18 ^ e23;
+        c4 = e04 ^ e09 ^ e14 ^ e19 ^ e24;
+        d0 = c4 ^ ROL(c1, 1); d1 = c0 ^ ROL(c2, 1); d2 = c1 ^ ROL(c3, 1);
+        d3 = c2 ^ ROL(c4, 1); d4 = c3 ^ ROL(c0, 1);
+        b0 = e00 ^ d0; b1 = ROL(e06 ^ d1, 44); b2 = ROL(e12 ^ d2, 43);
+        b3 = ROL(e18 ^ d3, 21); b4 = ROL(e24 ^ d4, 14);
+        CHI(a00, a01, a02, a03, a04);
+        b0 = ROL(e03 ^ d3, 28); b1 = ROL(e09 ^ d4, 20); b2 = ROL(e10 ^ d0, 3);
+        b3 = ROL(e16 ^ d1, 45); b4 = ROL(e22 ^ d2, 61);
+        CHI(a05, a06, a07, a08, a09);
+        b0 = ROL(e01 ^ d1, 1); b1 = ROL(e07 ^ d2, 6); b2 = ROL(e13 ^ d3, 25);
+        b3 = ROL(e19 ^ d4, 8); b4 = ROL(e20 ^ d0, 18);
+        CHI(a10, a11, a12, a13, a14);
+        b0 = ROL(e04 ^ d4, 27); b1 = ROL(e05 ^ d0, 36); b2 = ROL(e11 ^ d1, 10);
+        b3 = ROL(e17 ^ d2, 15); b4 = ROL(e23 ^ d3, 56);
+        CHI(a15, a16, a17, a18, a19);
+        b0 = ROL(e02 ^ d2, 62); b1 = ROL(e08 ^ d3, 55); b2 = ROL(e14 ^ d4, 39);
+        b3 = ROL(e15 ^ d0, 41); b4 = ROL(e21 ^ d1, 2);
+        CHI(a20, a21, a22, a23, a24);
+        a00 ^= ROUND_CONSTANTS_12[round + 1];
+    }
+    s[0] = a00, s[1] = a01, s[2] = a02, s[3] = a03, s[4] = a04, s[5] = a05, s[6] = a06;
+    s[7] = a07, s[8] = a08, s[9] = a09, s[10] = a10, s[11] = a11, s[12] = a12;
+    s[13] = a13, s[14] = a14, s[15] = a15, s[16] = a16, s[17] = a17, s[18] = a18;
+    s[19] = a19, s[20] = a20, s[21] = a21, s[22] = a22, s[23] = a23, s[24] = a24;
+}
+#undef ROL
+#undef CHI
+
 int ts_init_constants(void) {
     for (unsigned ir = 12; ir < 24; ir++) {
         uint64_t rc = 0;
@@ -47,30 +148,14 @@ int ts_init_constants(void) {
         unsigned lx = i % 5, ly = i / 5;
         if (PI_DST[i] != ly + 5 * ((2 * lx + 3 * ly) % 5)) return -1;
     }
-    return 0;
-}
-
-static inline uint64_t rotl(uint64_t v, unsigned n) {
-    return n ? (v << n) | (v >> (64 - n)) : v;
-}
-
-/* Keccak-p[1600, 12]: the last 12 rounds of Keccak-f[1600]. */
-static void keccak_p12(uint64_t a[25]) {
-    uint64_t c[5], d[5], b[25];
-    for (unsigned round = 0; round < 12; round++) {
-#pragma GCC unroll 5
-        for (unsigned x = 0; x < 5; x++) c[x] = a[x] ^ a[x + 5] ^ a[x + 10] ^ a[x + 15] ^ a[x + 20];
-#pragma GCC unroll 5
-        for (unsigned x = 0; x < 5; x++) d[x] = c[(x + 4) % 5] ^ rotl(c[(x + 1) % 5], 1);
-#pragma GCC unroll 25
-        for (unsigned i = 0; i < 25; i++) b[PI_DST[i]] = rotl(a[i] ^ d[i % 5], RHO[i]);
-#pragma GCC unroll 25
-        for (unsigned i = 0; i < 25; i++) {
-            unsigned x = i % 5, row = i - x;
-            a[i] = b[i] ^ (~b[row + (x + 1) % 5] & b[row + (x + 2) % 5]);
-        }
-        a[0] ^= ROUND_CONSTANTS_12[round];
+    /* the written-out permutation against the tables' */
+    uint64_t x1[25], x2[25];
+    for (unsigned i = 0; i < 25; i++) x1[i] = x2[i] = 0x9E3779B97F4A7C15ULL * (i + 1);
+    for (unsigned k = 0; k < 3; k++) {
+        keccak_p12(x1);
+        keccak_p12_tables(x2);
     }
+    return memcmp(x1, x2, sizeof x1) ? -1 : 0;
 }
 
 void ts_init(ts_state *s) {
@@ -84,12 +169,12 @@ void ts_absorb(ts_state *s, const uint8_t *data, size_t len) {
         size_t take = TS_RATE - s->pos;
         if (take > len) take = len;
         size_t i = 0;
-        if (s->pos % 8 == 0) { /* whole lanes at a time */
-            for (; i + 8 <= take; i += 8) {
-                uint64_t lane;
-                memcpy(&lane, data + i, 8);
-                s->lanes[(s->pos + i) / 8] ^= lane;
-            }
+        /* bytes up to a lane boundary, whole lanes, then the bytes left */
+        for (; i < take && (s->pos + i) % 8; i++) bytes[s->pos + i] ^= data[i];
+        for (; i + 8 <= take; i += 8) {
+            uint64_t lane;
+            memcpy(&lane, data + i, 8);
+            s->lanes[(s->pos + i) / 8] ^= lane;
         }
         for (; i < take; i++) bytes[s->pos + i] ^= data[i];
         s->pos += take;
