@@ -174,6 +174,14 @@ static inline f128 f128_one(void) { return ((u128)28 << 64) - 1; /* 2^128 mod p 
 static inline f128 f128_zero(void) { return 0; }
 static inline int f128_eq(f128 a, f128 b) { return a == b; }
 static inline int f128_is_zero(f128 a) { return a == 0; }
+/* All ones when a == b, else 0, computed without a branch (the prover's selections on a
+ * device's secret measurement). */
+static inline u128 f128_eq_mask(f128 a, f128 b) {
+    u128 d = a ^ b;
+    uint64_t t = (uint64_t)d | (uint64_t)(d >> 64);
+    uint64_t m = ((t | (0 - t)) >> 63) - 1;
+    return ((u128)m << 64) | m;
+}
 
 void field_init_constants(void);
 

@@ -96,9 +96,7 @@ const char *circuit_init(circuit *c, int kind, uint32_t vdaf_id, unsigned shares
     c->wire_nodes = malloc(p * sizeof(f128));
     c->gadget_nodes = malloc(n * sizeof(f128));
     c->coset_plan = malloc(2 * p * sizeof(f128));
-    c->basis_odd = malloc(2 * p * sizeof(f128));
-    c->calls_odd = malloc(p * sizeof(f128));
-    if (!c->wire_nodes || !c->gadget_nodes || !c->coset_plan || !c->basis_odd || !c->calls_odd) {
+    if (!c->wire_nodes || !c->gadget_nodes || !c->coset_plan) {
         circuit_free(c);
         return "out of memory";
     }
@@ -109,18 +107,6 @@ const char *circuit_init(circuit *c, int kind, uint32_t vdaf_id, unsigned shares
     c->wire_n_inv = f128_inv(f128_in(p));
     c->gadget_n_inv = f128_inv(f128_in(n));
     f128_coset_plan(c->coset_plan, p);
-    /* basis_odd and calls_odd (circulant: node k's basis polynomial is node 0's shifted by
-     * w^k, so its value at s w^i is node 0's at s w^(i - k)) */
-    f128 *nodes = c->basis_odd + p; /* scratch until basis_odd's second copy */
-    memset(nodes, 0, p * sizeof(f128));
-    for (size_t k = 1; k <= c->calls; k++) nodes[k] = f128_one();
-    f128_coset_values(c->calls_odd, nodes, p, c->coset_plan);
-    memset(nodes, 0, p * sizeof(f128));
-    nodes[0] = f128_one();
-    f128_coset_values(c->basis_odd, nodes, p, c->coset_plan);
-    memcpy(c->basis_odd + p, c->basis_odd, p * sizeof(f128));
-    for (size_t log2_p = 0; ((size_t)1 << log2_p) <= p; log2_p++)
-        c->basis_nodes_max = 4 * log2_p; /* 4 log2(P) */
     return NULL;
 }
 
@@ -128,9 +114,7 @@ void circuit_free(circuit *c) {
     free(c->wire_nodes);
     free(c->gadget_nodes);
     free(c->coset_plan);
-    free(c->basis_odd);
-    free(c->calls_odd);
-    c->wire_nodes = c->gadget_nodes = c->coset_plan = c->basis_odd = c->calls_odd = NULL;
+    c->wire_nodes = c->gadget_nodes = c->coset_plan = NULL;
 }
 
 size_t leader_share_size(const circuit *c) { return (c->meas_len + c->proof_len) * ELEM + SEED; }
@@ -306,44 +290,11 @@ static void truncate_meas(const circuit *c, const f128 *meas, f128 *out) {
     }
 }
 
-/* The odd values of a right wire (seed, then x - 1 per call, zeros after) when every x is
- * 0 or 1: its values are the seed at node 0 and -1 or 0 at the calls' nodes, so the odd
- * values are seed * basis_odd minus a sum of shifted basis_odd, over the nodes at -1 or
- * (via calls_odd, the sum over all) over the nodes at 0, whichever are fewer. P additions
- * per node in place of the two transforms' P log P work: taken for at most 4 log2(P)
- * nodes (the transforms cost about 7 log2(P) such rows; at P = 32 always taken, as the
- * fewer are at most 15). 0 when some x is neither 0 nor 1 or the nodes are too many (the
- * caller transforms). */
-static int right_wire_odd(const circuit *c, const f128 *wire, f128 *odd, size_t *nodes) {
-    size_t p = c->wire_len, calls = c->calls, at_minus = 0, at_zero = 0;
-    f128 minus_one = f128_sub(f128_zero(), f128_one());
-    size_t *minus = nodes, *zero = nodes + calls; /* filled without a branch per node */
-    for (size_t k = 1; k <= calls; k++) {
-        f128 v = wire[k];
-        if (v != 0 && v != minus_one) return 0;
-        minus[at_minus] = k;
-        at_minus += v == minus_one;
-        zero[at_zero] = k;
-        at_zero += v == 0;
-    }
-    int fewer_minus = at_minus <= at_zero;
-    const size_t *set = fewer_minus ? minus : zero;
-    size_t count = fewer_minus ? at_minus : at_zero;
-    if (count > c->basis_nodes_max) return 0;
-    f128 seed = wire[0];
-    for (size_t i = 0; i < p; i++) {
-        f128 v = f128_mul(seed, c->basis_odd[i]);
-        odd[i] = fewer_minus ? v : f128_sub(v, c->calls_odd[i]);
-    }
-    for (size_t n = 0; n < count; n++) {
-        const f128 *column = c->basis_odd + p - set[n];
-        if (fewer_minus)
-            for (size_t i = 0; i < p; i++) odd[i] = f128_sub(odd[i], column[i]);
-        else
-            for (size_t i = 0; i < p; i++) odd[i] = f128_add(odd[i], column[i]);
-    }
-    return 1;
-}
+/* The prover runs on the device, over its secret measurement: for an honest measurement
+ * (every x 0 or 1) it does the same work, and takes the same branches, whatever the values.
+ * A shortcut whose work grew with the number of 1s (adding a basis column per node in place
+ * of a right wire's transforms, about 10% of the pair's prover) was measured and not kept: its time
+ * would tell whether a device is at a target. */
 
 /* The prover (num_shares 1). proof: arity seeds, then the gadget polynomial's first
  * 2P - 1 values at the 2P-th roots. work: (arity + 6) * P + calls * chunk elements. */
@@ -352,9 +303,6 @@ static void prove(const circuit *c, const f128 *meas, const f128 *prove_rand,
     size_t p = c->wire_len, a = c->arity, chunk = c->chunk, calls = c->calls;
     f128 *wires = work, *odd_left = wires + a * p, *odd_right = odd_left + p;
     f128 *powers = odd_right + p, *checked = powers + p;
-    /* right_wire_odd's two node lists: 2 * calls < 2P indices, in the 3P elements of work
-     * past `checked` */
-    size_t *nodes = (size_t *)(checked + calls * chunk);
     checked_of(c, meas, checked);
     /* wire i's values at the P-th roots: its seed, one value per call, zeros after */
     for (size_t i = 0; i < a; i++) {
@@ -363,17 +311,18 @@ static void prove(const circuit *c, const f128 *meas, const f128 *prove_rand,
     }
     /* left wire j at call k: r_k^(j+1) x; right: x - 1. The calls' powers advance side by
      * side (independent products, not one chain per call). An honest x is 0 or 1, and
-     * then r_k^(j+1) x is 0 or the power itself: selected without a product (the same
-     * value), and a branch that only a dishonest measurement takes the other way. */
+     * then r_k^(j+1) x is 0 or the power itself: selected by a mask, without a product (the
+     * same value); only a dishonest measurement takes the other branch. Masks, not `==`
+     * and `||`: no branch on which of the two an honest x is. */
     f128 one = f128_one();
     memcpy(powers, joint_rand, calls * sizeof(f128));
     for (size_t j = 0; j < chunk; j++) {
         f128 *left = wires + 2 * j * p + 1, *right = left + p;
         for (size_t k = 0; k < calls; k++) {
             f128 x = checked[k * chunk + j];
-            if (x == 0 || x == one) {
-                u128 mask = -(u128)(x == one);
-                left[k] = powers[k] & mask;
+            u128 is_one = f128_eq_mask(x, one);
+            if ((uint64_t)(is_one | f128_eq_mask(x, 0))) {
+                left[k] = powers[k] & is_one;
             } else {
                 left[k] = f128_mul(powers[k], x);
             }
@@ -388,12 +337,12 @@ static void prove(const circuit *c, const f128 *meas, const f128 *prove_rand,
     for (size_t j = 0; j < chunk; j++) {
         const f128 *left = wires + 2 * j * p, *right = left + p;
         f128_coset_values(odd_left, left, p, c->coset_plan);
-        if (!right_wire_odd(c, right, odd_right, nodes))
-            f128_coset_values(odd_right, right, p, c->coset_plan);
+        f128_coset_values(odd_right, right, p, c->coset_plan);
         /* at the P-th roots: r^(j+1) x (x - 1), zero at every call of an honest
-         * measurement, and zero past the calls */
+         * measurement (one of the two factors is), and zero past the calls; masks, so an
+         * honest x = 0 and x = 1 take the same branches */
         for (size_t i = 0; i < p; i++)
-            if (left[i] != 0 && right[i] != 0)
+            if ((uint64_t)~(f128_eq_mask(left[i], 0) | f128_eq_mask(right[i], 0)))
                 gadget[2 * i] = f128_add(gadget[2 * i], f128_mul(left[i], right[i]));
         for (size_t i = 0; i + 1 < p; i++) /* the last odd root's value is not sent */
             gadget[2 * i + 1] =

@@ -28,12 +28,8 @@ typedef struct {
     size_t outputs, query_rand_len, verifier_len, output_len;
     f128 range_weights[64]; /* the range-checked integer's bit weights */
     f128 shares_inv;
-    /* plans: nodes of the wire (P) and gadget (2P) polynomials, f128_coset_plan for P;
-     * basis_odd: the odd values (s w^i) of the Lagrange polynomial of node 0, twice over
-     * (2P: node k's are basis_odd[P - k + i]); calls_odd: those of the polynomial that is
-     * 1 at nodes 1..calls and 0 elsewhere (P) */
-    f128 *wire_nodes, *gadget_nodes, *coset_plan, *basis_odd, *calls_odd;
-    size_t basis_nodes_max; /* 4 log2(P): see right_wire_odd */
+    /* plans: nodes of the wire (P) and gadget (2P) polynomials, f128_coset_plan for P */
+    f128 *wire_nodes, *gadget_nodes, *coset_plan;
     f128 wire_n_inv, gadget_n_inv, gadget_root;
 } circuit;
 
