@@ -292,9 +292,10 @@ static void truncate_meas(const circuit *c, const f128 *meas, f128 *out) {
 
 /* The prover runs on the device, over its secret measurement: for an honest measurement
  * (every x 0 or 1) it does the same work, and takes the same branches, whatever the values.
- * A shortcut whose work grew with the number of 1s (adding a basis column per node in place
- * of a right wire's transforms, about 10% of the pair's prover) was measured and not kept: its time
- * would tell whether a device is at a target. */
+ * A shortcut whose work grew with the number of 1s (adding a basis column per node in
+ * place of a right wire's transforms, about 10% of the pair's prover) was measured and not
+ * kept: its time would tell whether a device is at a target
+ * (tests/vdaf/test_prover_constant_work.py counts the instructions). */
 
 /* The prover (num_shares 1). proof: arity seeds, then the gadget polynomial's first
  * 2P - 1 values at the 2P-th roots. work: (arity + 6) * P + calls * chunk elements. */
