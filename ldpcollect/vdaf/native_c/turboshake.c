@@ -58,11 +58,40 @@ static void keccak_p12_tables(uint64_t a[25]) {
         o4 = b4 ^ (~b0 & b1);                                                          \
     } while (0)
 
+/* One round from lanes x00..x24 into y00..y24 (token pasting names them), with round
+ * constant rc: theta (c, d), then per output row rho and pi (b: lane i comes from lane
+ * PI_DST^-1, rotated by its RHO) and chi, then iota. */
+#define KECCAK_ROUND(x, y, rc)                                                              \
+    do {                                                                                     \
+        c0 = x##00 ^ x##05 ^ x##10 ^ x##15 ^ x##20;                                          \
+        c1 = x##01 ^ x##06 ^ x##11 ^ x##16 ^ x##21;                                          \
+        c2 = x##02 ^ x##07 ^ x##12 ^ x##17 ^ x##22;                                          \
+        c3 = x##03 ^ x##08 ^ x##13 ^ x##18 ^ x##23;                                          \
+        c4 = x##04 ^ x##09 ^ x##14 ^ x##19 ^ x##24;                                          \
+        d0 = c4 ^ ROL(c1, 1), d1 = c0 ^ ROL(c2, 1), d2 = c1 ^ ROL(c3, 1);                   \
+        d3 = c2 ^ ROL(c4, 1), d4 = c3 ^ ROL(c0, 1);                                          \
+        b0 = x##00 ^ d0, b1 = ROL(x##06 ^ d1, 44), b2 = ROL(x##12 ^ d2, 43);                 \
+        b3 = ROL(x##18 ^ d3, 21), b4 = ROL(x##24 ^ d4, 14);                                  \
+        CHI(y##00, y##01, y##02, y##03, y##04);                                              \
+        b0 = ROL(x##03 ^ d3, 28), b1 = ROL(x##09 ^ d4, 20), b2 = ROL(x##10 ^ d0, 3);         \
+        b3 = ROL(x##16 ^ d1, 45), b4 = ROL(x##22 ^ d2, 61);                                  \
+        CHI(y##05, y##06, y##07, y##08, y##09);                                              \
+        b0 = ROL(x##01 ^ d1, 1), b1 = ROL(x##07 ^ d2, 6), b2 = ROL(x##13 ^ d3, 25);          \
+        b3 = ROL(x##19 ^ d4, 8), b4 = ROL(x##20 ^ d0, 18);                                   \
+        CHI(y##10, y##11, y##12, y##13, y##14);                                              \
+        b0 = ROL(x##04 ^ d4, 27), b1 = ROL(x##05 ^ d0, 36), b2 = ROL(x##11 ^ d1, 10);        \
+        b3 = ROL(x##17 ^ d2, 15), b4 = ROL(x##23 ^ d3, 56);                                  \
+        CHI(y##15, y##16, y##17, y##18, y##19);                                              \
+        b0 = ROL(x##02 ^ d2, 62), b1 = ROL(x##08 ^ d3, 55), b2 = ROL(x##14 ^ d4, 39);        \
+        b3 = ROL(x##15 ^ d0, 41), b4 = ROL(x##21 ^ d1, 2);                                   \
+        CHI(y##20, y##21, y##22, y##23, y##24);                                              \
+        y##00 ^= (rc);                                                                       \
+    } while (0)
+
 /* Keccak-p[1600, 12]: the last 12 rounds of Keccak-f[1600]. The lanes are local
- * variables and every step is written out, theta (c, d), then per output row rho and pi
- * (b: lane i comes from lane PI_DST^-1, rotated by its RHO) and chi: the compiler keeps
- * lanes in registers and rotates by immediates (the arrays and loops it replaces spilled).
- * Two rounds per iteration, a -> e -> a, so no lane is copied. */
+ * variables and every step is written out (KECCAK_ROUND): the compiler keeps lanes in
+ * registers and rotates by immediates (the arrays and loops it replaces spilled). Two rounds
+ * per iteration, a -> e -> a, so no lane is copied. */
 static void keccak_p12(uint64_t s[25]) {
     uint64_t a00 = s[0], a01 = s[1], a02 = s[2], a03 = s[3], a04 = s[4], a05 = s[5], a06 = s[6];
     uint64_t a07 = s[7], a08 = s[8], a09 = s[9], a10 = s[10], a11 = s[11], a12 = s[12];
@@ -73,52 +102,8 @@ static void keccak_p12(uint64_t s[25]) {
     uint64_t c0, c1, c2, c3, c4, d0, d1, d2, d3, d4, b0, b1, b2, b3, b4;
 #pragma GCC unroll 6
     for (unsigned round = 0; round < 12; round += 2) {
-        c0 = a00 ^ a05 ^ a10 ^ a15 ^ a20;
-        c1 = a01 ^ a06 ^ a11 ^ a16 ^ a21;
-        c2 = a02 ^ a07 ^ a12 ^ a17 ^ a22;
-        c3 = a03 ^ a08 ^ a13 ^ a18 ^ a23;
-        c4 = a04 ^ a09 ^ a14 ^ a19 ^ a24;
-        d0 = c4 ^ ROL(c1, 1); d1 = c0 ^ ROL(c2, 1); d2 = c1 ^ ROL(c3, 1);
-        d3 = c2 ^ ROL(c4, 1); d4 = c3 ^ ROL(c0, 1);
-        b0 = a00 ^ d0; b1 = ROL(a06 ^ d1, 44); b2 = ROL(a12 ^ d2, 43);
-        b3 = ROL(a18 ^ d3, 21); b4 = ROL(a24 ^ d4, 14);
-        CHI(e00, e01, e02, e03, e04);
-        b0 = ROL(a03 ^ d3, 28); b1 = ROL(a09 ^ d4, 20); b2 = ROL(a10 ^ d0, 3);
-        b3 = ROL(a16 ^ d1, 45); b4 = ROL(a22 ^ d2, 61);
-        CHI(e05, e06, e07, e08, e09);
-        b0 = ROL(a01 ^ d1, 1); b1 = ROL(a07 ^ d2, 6); b2 = ROL(a13 ^ d3, 25);
-        b3 = ROL(a19 ^ d4, 8); b4 = ROL(a20 ^ d0, 18);
-        CHI(e10, e11, e12, e13, e14);
-        b0 = ROL(a04 ^ d4, 27); b1 = ROL(a05 ^ d0, 36); b2 = ROL(a11 ^ d1, 10);
-        b3 = ROL(a17 ^ d2, 15); b4 = ROL(a23 ^ d3, 56);
-        CHI(e15, e16, e17, e18, e19);
-        b0 = ROL(a02 ^ d2, 62); b1 = ROL(a08 ^ d3, 55); b2 = ROL(a14 ^ d4, 39);
-        b3 = ROL(a15 ^ d0, 41); b4 = ROL(a21 ^ d1, 2);
-        CHI(e20, e21, e22, e23, e24);
-        e00 ^= ROUND_CONSTANTS_12[round];
-        c0 = e00 ^ e05 ^ e10 ^ e15 ^ e20;
-        c1 = e01 ^ e06 ^ e11 ^ e16 ^ e21;
-        c2 = e02 ^ e07 ^ e12 ^ e17 ^ e22;
-        c3 = e03 ^ e08 ^ e13 ^ e18 ^ e23;
-        c4 = e04 ^ e09 ^ e14 ^ e19 ^ e24;
-        d0 = c4 ^ ROL(c1, 1); d1 = c0 ^ ROL(c2, 1); d2 = c1 ^ ROL(c3, 1);
-        d3 = c2 ^ ROL(c4, 1); d4 = c3 ^ ROL(c0, 1);
-        b0 = e00 ^ d0; b1 = ROL(e06 ^ d1, 44); b2 = ROL(e12 ^ d2, 43);
-        b3 = ROL(e18 ^ d3, 21); b4 = ROL(e24 ^ d4, 14);
-        CHI(a00, a01, a02, a03, a04);
-        b0 = ROL(e03 ^ d3, 28); b1 = ROL(e09 ^ d4, 20); b2 = ROL(e10 ^ d0, 3);
-        b3 = ROL(e16 ^ d1, 45); b4 = ROL(e22 ^ d2, 61);
-        CHI(a05, a06, a07, a08, a09);
-        b0 = ROL(e01 ^ d1, 1); b1 = ROL(e07 ^ d2, 6); b2 = ROL(e13 ^ d3, 25);
-        b3 = ROL(e19 ^ d4, 8); b4 = ROL(e20 ^ d0, 18);
-        CHI(a10, a11, a12, a13, a14);
-        b0 = ROL(e04 ^ d4, 27); b1 = ROL(e05 ^ d0, 36); b2 = ROL(e11 ^ d1, 10);
-        b3 = ROL(e17 ^ d2, 15); b4 = ROL(e23 ^ d3, 56);
-        CHI(a15, a16, a17, a18, a19);
-        b0 = ROL(e02 ^ d2, 62); b1 = ROL(e08 ^ d3, 55); b2 = ROL(e14 ^ d4, 39);
-        b3 = ROL(e15 ^ d0, 41); b4 = ROL(e21 ^ d1, 2);
-        CHI(a20, a21, a22, a23, a24);
-        a00 ^= ROUND_CONSTANTS_12[round + 1];
+        KECCAK_ROUND(a, e, ROUND_CONSTANTS_12[round]);
+        KECCAK_ROUND(e, a, ROUND_CONSTANTS_12[round + 1]);
     }
     s[0] = a00, s[1] = a01, s[2] = a02, s[3] = a03, s[4] = a04, s[5] = a05, s[6] = a06;
     s[7] = a07, s[8] = a08, s[9] = a09, s[10] = a10, s[11] = a11, s[12] = a12;
