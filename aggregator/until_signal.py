@@ -9,6 +9,8 @@ import signal
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
+from aggregator.heap import keep_freed_memory
+
 
 class Server(Protocol):
     async def start(self) -> int: ...
@@ -30,6 +32,7 @@ def serve_until_signal(
 async def _serve(
     make: Callable[[], S], on_started: Callable[[S, int], None] | None, grace: float
 ) -> None:
+    keep_freed_memory()
     server = make()
     port = await server.start()
     # Everything built so far (modules, gRPC, the stores' caches) lives as long as the server:
