@@ -38,7 +38,14 @@ from aggregator.secure.token_check import (
     requires_tokens,
 )
 from ldpcollect.admission.verification import Verdict
-from ldpcollect.secure.sealing import ENC_SIZE, ROLE_LEADER, TAG_SIZE, HpkeKeyPair
+from ldpcollect.secure import _native_hpke
+from ldpcollect.secure.sealing import (
+    ENC_SIZE,
+    INPUT_SHARE_LABEL,
+    ROLE_LEADER,
+    TAG_SIZE,
+    HpkeKeyPair,
+)
 from ldpcollect.secure.upload import (
     BitsVdaf,
     Refusal,
@@ -58,7 +65,8 @@ class Checked:
     """An upload that passed the leader's checks: what the store holds (`body` is the
     held body, `held_body`)."""
 
-    report: SecureReport
+    query_id: str
+    report_id: bytes
     body: bytes
     leader_share: bytes
     token: bytes = b""
@@ -147,17 +155,62 @@ def check_opened(
 ) -> Checked:
     """The rest, once the leader's share is opened (`opened`: its plaintext, or why it did
     not open): the public share and the opened share decode for the query's VDAF."""
+    if isinstance(opened, ReportRejected):
+        raise ReportRefused(opened.reason.name, opened.detail)
+    check_shares(rules, report.public_share, opened)
+    return Checked(report.query_id, report.report_id, held_body(report, body), opened)
+
+
+def check_shares(rules: QueryRules, public_share: bytes, opened: bytes) -> None:
+    """The public share and the opened leader share decode for the query's VDAF."""
     try:
-        if isinstance(opened, ReportRejected):
-            raise opened
+        rules.vdaf.decode_public_share(public_share)
+        rules.vdaf.check_input_share(0, opened)
+    except VdafError as error:
+        raise ReportRefused(Refusal.WRONG_LENGTH.name, str(error)) from None
+
+
+def open_uploads(
+    key_pair: HpkeKeyPair, rules: QueryRules, bodies: Sequence[bytes]
+) -> list[Checked | ServiceError | None]:
+    """The compiled path for a batch of uploads of one open query: per body its `Checked`,
+    its refusal (the VDAF checks), or None where `_native_hpke.open_uploads` leaves the body
+    to the reference path (`_check`, `open_shares`, `check_opened`), which gives the
+    refusal's reason; the same results for every body it takes (tests/secure/
+    test_upload_fast_path.py)."""
+    query = rules.query
+    opened = _native_hpke.open_uploads(
+        key_pair.private_bytes(),
+        INPUT_SHARE_LABEL + bytes([ROLE_LEADER]),
+        query.query_id.encode(),
+        query.params["upload_round"],
+        key_pair.config.config_id,
+        rules.helper_config_id,
+        rules.helper_size,
+        bodies,
+    )
+    results: list[Checked | ServiceError | None] = []
+    for item in opened:
+        if item is None:
+            results.append(None)
+            continue
+        report_id, public_share, held, share = item
         try:
-            rules.vdaf.decode_public_share(report.public_share)
-            rules.vdaf.check_input_share(0, opened)
-        except VdafError as error:
-            raise ReportRejected(Refusal.WRONG_LENGTH, str(error)) from None
-    except ReportRejected as rejected:
-        raise ReportRefused(rejected.reason.name, rejected.detail) from None
-    return Checked(report, held_body(report, body), opened)
+            check_shares(rules, public_share, share)
+        except ReportRefused as refused:
+            results.append(refused)
+            continue
+        results.append(Checked(query.query_id, report_id, held, share))
+    return results
+
+
+def query_id_of(body: bytes) -> str | None:
+    """The query id an upload names, if its first field decodes."""
+    try:
+        query = body[1 : 1 + body[0]]
+        return query.decode() if len(query) == body[0] > 0 else None
+    except (IndexError, UnicodeDecodeError):
+        return None
 
 
 def _decode(body: bytes) -> SecureReport:
@@ -193,24 +246,30 @@ class LeaderUpload:
             )
         result = UploadResult()
         queries: dict[str, QueryRules | None] = {}
-        held: dict[str, list[tuple[int, Checked]]] = {}
+        passed: list[tuple[int, Checked]] = []
         sealed: list[tuple[int, bytes, SecureReport, QueryRules]] = []
-        for index, body in enumerate(bodies):
+        for index, (body, fast) in enumerate(zip(bodies, self._fast(bodies, queries), strict=True)):
+            if isinstance(fast, Checked):
+                passed.append((index, fast))
+                continue
             try:
+                if fast is not None:
+                    raise fast
                 sealed.append((index, body, *self._check(body, queries)))
             except ServiceError as refused:
                 self._reject(result, index, b"", refused)
-        # the leader's shares of the whole upload opened in one call (per query)
+        # what the compiled path left: the leader's shares opened in one call (per query)
         opened = open_shares(self.key_pair, ROLE_LEADER, [s[2] for s in sealed])
         for (index, body, report, rules), share in zip(sealed, opened, strict=True):
             try:
-                checked = check_opened(report, body, rules, share)
+                passed.append((index, check_opened(report, body, rules, share)))
             except ServiceError as refused:
                 self._reject(result, index, b"", refused)
-                continue
+        held: dict[str, list[tuple[int, Checked]]] = {}
+        for index, item in sorted(passed, key=lambda pair: pair[0]):
             if tokens:
-                checked = replace(checked, token=bytes(tokens[index]))
-            held.setdefault(report.query_id, []).append((index, checked))
+                item = replace(item, token=bytes(tokens[index]))
+            held.setdefault(item.query_id, []).append((index, item))
         for query_id, items in held.items():
             found = queries[query_id]  # never None: its reports were checked against it
             if found is not None and requires_tokens(found.query.params):
@@ -218,14 +277,14 @@ class LeaderUpload:
                     items = self._redeemable(found.query, items, result)
                 except ServiceError as refused:  # no token directory here
                     for index, checked in items:
-                        self._reject(result, index, checked.report.report_id, refused)
+                        self._reject(result, index, checked.report_id, refused)
                     continue
-            rows = [(c.report.report_id, c.body, c.leader_share, c.token) for _, c in items]
+            rows = [(c.report_id, c.body, c.leader_share, c.token) for _, c in items]
             try:
                 outcomes = self.store.hold_reports(query_id, rows)
             except ServiceError as refused:  # closed meanwhile
                 for index, checked in items:
-                    self._reject(result, index, checked.report.report_id, refused)
+                    self._reject(result, index, checked.report_id, refused)
                 continue
             for (index, checked), outcome in zip(items, outcomes, strict=True):
                 if outcome == UploadOutcome.NEW:
@@ -234,10 +293,10 @@ class LeaderUpload:
                     result.duplicates += 1
                 elif outcome == UploadOutcome.TOKEN_SPENT:
                     spent = TokenRefused(replayed_token(), "TOKEN_REPLAY")
-                    self._reject(result, index, checked.report.report_id, spent)
+                    self._reject(result, index, checked.report_id, spent)
                 else:
                     conflict = AlreadyExists("REPLAY: this report id was uploaded with other bytes")
-                    self._reject(result, index, checked.report.report_id, conflict)
+                    self._reject(result, index, checked.report_id, conflict)
         if result.duplicates:
             self.metrics.uploads.labels("duplicate").inc(result.duplicates)
         if result.accepted:
@@ -258,28 +317,41 @@ class LeaderUpload:
             if not checked.token:
                 error = Unauthenticated(missing_token(query.query_id, query.params["token_issuer"]))
                 refused = TokenRefused(error, TOKEN_MISSING)
-                self._reject(result, index, checked.report.report_id, refused)
+                self._reject(result, index, checked.report_id, refused)
         for (index, checked), verdict in zip(with_token, verdicts, strict=True):
             if verdict is Verdict.VALID:
                 kept.append((index, checked))
             else:
                 refused = TokenRefused(token_refusal(verdict), f"TOKEN_{verdict.name}")
-                self._reject(result, index, checked.report.report_id, refused)
+                self._reject(result, index, checked.report_id, refused)
         return kept
 
-    def _check(
-        self, body: bytes, queries: dict[str, QueryRules | None]
-    ) -> tuple[SecureReport, QueryRules]:
-        report = _decode(body)
-        query_id = report.query_id
+    def _fast(
+        self, bodies: Sequence[bytes], queries: dict[str, QueryRules | None]
+    ) -> list[Checked | ServiceError | None]:
+        """`open_uploads` for the bodies of the query the first body names, if it is open;
+        None for the rest."""
+        query_id = query_id_of(bodies[0]) if bodies else None
+        rules = None if query_id is None else self._rules(query_id, queries)
+        if rules is None or rules.query.state != OPEN:
+            return [None] * len(bodies)
+        return open_uploads(self.key_pair, rules, bodies)
+
+    def _rules(self, query_id: str, queries: dict[str, QueryRules | None]) -> QueryRules | None:
         if query_id not in queries:
             try:
                 queries[query_id] = QueryRules.of(self.store.query(query_id))
             except NotFound:
                 queries[query_id] = None
-        rules = queries[query_id]
+        return queries[query_id]
+
+    def _check(
+        self, body: bytes, queries: dict[str, QueryRules | None]
+    ) -> tuple[SecureReport, QueryRules]:
+        report = _decode(body)
+        rules = self._rules(report.query_id, queries)
         if rules is None:
-            raise NotFound(f"no secure query {query_id!r}")
+            raise NotFound(f"no secure query {report.query_id!r}")
         check_sealed(report, rules, self.key_pair)
         return report, rules
 

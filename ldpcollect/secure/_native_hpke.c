@@ -12,6 +12,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stdint.h>
 #include <string.h>
 
 #include <openssl/crypto.h>
@@ -300,10 +301,240 @@ done:
     return result;
 }
 
+/* -- the leader's uploads: parse, bind, open and hold, one call per upload ------------------ */
+
+#define REPORT_ID_SIZE 16
+
+/* One upload's fields, as offsets into its bytes (the layout of SecureReport.encode:
+ * len(query) (1) || query || round (4) || report id (16) || then the public share, the
+ * leader's and the helper's ciphertexts, each after its 4-byte big-endian length). */
+typedef struct {
+    size_t report_id, public_share, public_size, leader, leader_size, helper, helper_size;
+} Fields;
+
+typedef struct {
+    const unsigned char *query;
+    size_t query_size;
+    unsigned char round[4];
+    int leader_config, helper_config;
+    size_t helper_size;
+} Expected;
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+/* 1 when `body` is a whole report of the expected query and round whose ciphertexts name the
+ * expected configs, the helper's of the expected size and the leader's long enough to open. */
+static int parse_upload(const unsigned char *body, size_t size, const Expected *e, Fields *f)
+{
+    size_t offset = 1 + e->query_size, *starts[3], *sizes[3];
+    if (size < offset + 4 + REPORT_ID_SIZE || body[0] != e->query_size ||
+        memcmp(body + 1, e->query, e->query_size) != 0 || memcmp(body + offset, e->round, 4) != 0)
+        return 0;
+    f->report_id = offset + 4;
+    offset += 4 + REPORT_ID_SIZE;
+    starts[0] = &f->public_share, starts[1] = &f->leader, starts[2] = &f->helper;
+    sizes[0] = &f->public_size, sizes[1] = &f->leader_size, sizes[2] = &f->helper_size;
+    for (int i = 0; i < 3; i++) {
+        if (size - offset < 4)
+            return 0;
+        size_t field = be32(body + offset);
+        offset += 4;
+        if (field > size - offset)
+            return 0;
+        *starts[i] = offset, *sizes[i] = field;
+        offset += field;
+    }
+    return offset == size && f->leader_size >= 1 + ENC_SIZE + TAG_SIZE &&
+           body[f->leader] == e->leader_config && f->helper_size == e->helper_size &&
+           body[f->helper] == e->helper_config;
+}
+
+/* The HPKE info of an input share: `prefix` (label || role) || SHA-256 of the query, round,
+ * report id and public share, each after its 4-byte big-endian length
+ * (sealing.input_share_info). */
+static int share_info(EVP_MD_CTX *md, const EVP_MD *sha256, const unsigned char *prefix,
+                      size_t prefix_size, const Expected *e, const unsigned char *body,
+                      const Fields *f, unsigned char *info)
+{
+    const unsigned char *fields[] = {e->query, e->round, body + f->report_id,
+                                     body + f->public_share};
+    size_t sizes[] = {e->query_size, 4, REPORT_ID_SIZE, f->public_size};
+    if (EVP_DigestInit_ex2(md, sha256, NULL) != 1)
+        return 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned char length[4] = {(unsigned char)(sizes[i] >> 24), (unsigned char)(sizes[i] >> 16),
+                                   (unsigned char)(sizes[i] >> 8), (unsigned char)sizes[i]};
+        if (EVP_DigestUpdate(md, length, 4) != 1 ||
+            (sizes[i] && EVP_DigestUpdate(md, fields[i], sizes[i]) != 1))
+            return 0;
+    }
+    memcpy(info, prefix, prefix_size);
+    return EVP_DigestFinal_ex(md, info + prefix_size, NULL) == 1;
+}
+
+/* The held body (aggregator/secure/upload.py, held_body): the report with its leader
+ * ciphertext replaced by the ciphertext's SHA-256. */
+static PyObject *held_body(const unsigned char *body, size_t size, const Fields *f,
+                           const unsigned char digest[HASH_SIZE])
+{
+    size_t head = f->leader - 4, tail = size - (f->leader + f->leader_size);
+    PyObject *held = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(head + 4 + HASH_SIZE + tail));
+    if (!held)
+        return NULL;
+    unsigned char *out = (unsigned char *)PyBytes_AS_STRING(held);
+    memcpy(out, body, head);
+    memcpy(out + head, (const unsigned char[]){0, 0, 0, HASH_SIZE}, 4);
+    memcpy(out + head + 4, digest, HASH_SIZE);
+    memcpy(out + head + 4 + HASH_SIZE, body + f->leader + f->leader_size, tail);
+    return held;
+}
+
+static PyObject *bytes_at(const unsigned char *data, size_t size)
+{
+    return PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)size);
+}
+
+/* open_uploads(private_key, prefix, query_id, round, leader_config, helper_config,
+ * helper_size, bodies) -> list[tuple[bytes, bytes, bytes, bytes] | None]: per upload body
+ * that is a whole report of `query_id` (UTF-8) and `round`, whose ciphertexts name the two
+ * configs (the helper's `helper_size` bytes) and whose leader ciphertext opens under
+ * `private_key` with its info (`prefix` || the metadata digest): (report id, public share,
+ * held body, opened share); None for any other body, which the caller's reference path
+ * refuses with its reason. The lock is released while the batch is parsed and opened. */
+static PyObject *open_uploads(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer key, prefix, query;
+    unsigned long round;
+    int leader_config, helper_config;
+    Py_ssize_t helper_size;
+    PyObject *items, *result = NULL, *seq = NULL;
+    Fields *fields = NULL;
+    unsigned char *plain = NULL, *ok = NULL, *infos = NULL, *digests = NULL;
+    size_t *offsets = NULL, total = 0, info_size = 0;
+    Opener opener;
+    int opener_ready = 0;
+    EVP_MD_CTX *md = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*kiinO", &key, &prefix, &query, &round, &leader_config,
+                          &helper_config, &helper_size, &items))
+        return NULL;
+    if (key.len != KEY_SIZE || query.len < 1 || query.len > 255 || round > 0xffffffffUL ||
+        helper_size < 1) {
+        PyErr_SetString(PyExc_ValueError, "a 32-byte key, a 1-255 byte query id, a 32-bit round "
+                                          "and a positive helper ciphertext size");
+        goto done;
+    }
+    Expected e = {query.buf, (size_t)query.len,
+                  {(unsigned char)(round >> 24), (unsigned char)(round >> 16),
+                   (unsigned char)(round >> 8), (unsigned char)round},
+                  leader_config, helper_config, (size_t)helper_size};
+    seq = PySequence_Tuple(items); /* immutable bytes, kept alive while the lock is released */
+    if (!seq)
+        goto done;
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    size_t count = n ? (size_t)n : 1;
+    info_size = (size_t)prefix.len + HASH_SIZE;
+    fields = PyMem_Calloc(count, sizeof *fields);
+    offsets = PyMem_Calloc(count, sizeof *offsets);
+    ok = PyMem_Calloc(count, 1);
+    infos = PyMem_Malloc(count * info_size);
+    digests = PyMem_Malloc(count * HASH_SIZE);
+    if (!fields || !offsets || !ok || !infos || !digests) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *body = PyTuple_GET_ITEM(seq, i);
+        if (!PyBytes_Check(body)) {
+            PyErr_SetString(PyExc_TypeError, "each upload body must be bytes");
+            goto done;
+        }
+        const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(body);
+        ok[i] = parse_upload(data, (size_t)PyBytes_GET_SIZE(body), &e, &fields[i]);
+        offsets[i] = total;
+        if (ok[i])
+            total += fields[i].leader_size - 1 - ENC_SIZE - TAG_SIZE;
+    }
+    plain = PyMem_Malloc(total ? total : 1);
+    if (!plain) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int ready;
+    Py_BEGIN_ALLOW_THREADS
+    ready = opener_init(&opener, key.buf) && (md = EVP_MD_CTX_new()) != NULL;
+    opener_ready = 1;
+    for (Py_ssize_t i = 0; ready && i < n; i++) {
+        if (!ok[i])
+            continue;
+        const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(PyTuple_GET_ITEM(seq, i));
+        const Fields *f = &fields[i];
+        unsigned char *info = infos + (size_t)i * info_size;
+        ok[i] = share_info(md, opener.sha256, prefix.buf, (size_t)prefix.len, &e, data, f, info) &&
+                open_one(&opener, info, info_size, data + f->leader + 1, f->leader_size - 1,
+                         plain + offsets[i]) &&
+                EVP_Digest(data + f->leader, f->leader_size, digests + (size_t)i * HASH_SIZE, NULL,
+                           opener.sha256, NULL) == 1;
+    }
+    ERR_clear_error();
+    Py_END_ALLOW_THREADS
+    if (!ready) {
+        PyErr_SetString(PyExc_ValueError, "OpenSSL could not set up X25519, SHA-256 or AES-GCM");
+        goto done;
+    }
+    result = PyList_New(n);
+    if (!result)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!ok[i]) {
+            PyList_SET_ITEM(result, i, Py_NewRef(Py_None));
+            continue;
+        }
+        PyObject *body = PyTuple_GET_ITEM(seq, i);
+        const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(body);
+        const Fields *f = &fields[i];
+        PyObject *item = Py_BuildValue(
+            "(NNNN)", bytes_at(data + f->report_id, REPORT_ID_SIZE),
+            bytes_at(data + f->public_share, f->public_size),
+            held_body(data, (size_t)PyBytes_GET_SIZE(body), f, digests + (size_t)i * HASH_SIZE),
+            bytes_at(plain + offsets[i], f->leader_size - 1 - ENC_SIZE - TAG_SIZE));
+        if (!item) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i, item);
+    }
+done:
+    if (opener_ready)
+        opener_free(&opener);
+    EVP_MD_CTX_free(md);
+    if (plain) {
+        OPENSSL_cleanse(plain, total);
+        PyMem_Free(plain);
+    }
+    PyMem_Free(fields);
+    PyMem_Free(offsets);
+    PyMem_Free(ok);
+    PyMem_Free(infos);
+    PyMem_Free(digests);
+    Py_XDECREF(seq);
+    PyBuffer_Release(&key);
+    PyBuffer_Release(&prefix);
+    PyBuffer_Release(&query);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"open_base", open_base, METH_VARARGS,
      "open_base(private_key, items) -> list[bytes | None]: HPKE base-mode Open of each "
      "(info, enc || ciphertext) pair (X25519, HKDF-SHA256, AES-128-GCM, empty aad)."},
+    {"open_uploads", open_uploads, METH_VARARGS,
+     "open_uploads(private_key, prefix, query_id, round, leader_config, helper_config, "
+     "helper_size, bodies) -> list[tuple[bytes, bytes, bytes, bytes] | None]: the leader's "
+     "uploads of one query parsed, checked, bound and opened; None where the reference path "
+     "must decide."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -3,3 +3,13 @@
 from collections.abc import Sequence
 
 def open_base(private_key: bytes, items: Sequence[tuple[bytes, bytes]]) -> list[bytes | None]: ...
+def open_uploads(
+    private_key: bytes,
+    prefix: bytes,
+    query_id: bytes,
+    round: int,
+    leader_config: int,
+    helper_config: int,
+    helper_size: int,
+    bodies: Sequence[bytes],
+) -> list[tuple[bytes, bytes, bytes, bytes] | None]: ...
