@@ -23,11 +23,11 @@ from aggregator.secure.metrics import SecureMetrics
 from aggregator.secure.queries import vdaf_of
 from aggregator.secure.store import RELEASED, HeldReport, StoredQuery
 from aggregator.secure.store_api import SecureStoreApi
+from aggregator.secure.upload import held_fields
 from ldpcollect.secure.sealing import ROLE_LEADER
 from ldpcollect.secure.upload import (
     Prepared,
     ReportRejected,
-    SecureReport,
     finish_one,
     verify_opened,
 )
@@ -53,34 +53,31 @@ class LeaderHalf:
 
 
 def leader_half(query: StoredQuery, job_id: bytes, held: list[HeldReport]) -> LeaderHalf:
-    """Decode the job's reports, then the leader's `verify_init` over all of them in one
+    """Read the job's held reports, then the leader's `verify_init` over all of them in one
     call (its shares were opened at upload)."""
     vdaf = vdaf_of(query)
     half = LeaderHalf({}, {}, apb.AggregationJobRequest(query_id=query.query_id, job_id=job_id))
-    reports = [SecureReport.decode(item.body) for item in held]
+    reports = [held_fields(item.body) for item in held]
     outcomes = verify_opened(
         vdaf,
         ROLE_LEADER,
         query.verify_key,
         query.query_id,
-        [
-            (r.report_id, r.public_share, item.leader_share)
-            for r, item in zip(reports, held, strict=True)
-        ],
+        [(r[0], r[1], item.leader_share) for r, item in zip(reports, held, strict=True)],
     )
-    for item, report, outcome in zip(held, reports, outcomes, strict=True):
+    for item, (report_id, public_share, helper), outcome in zip(
+        held, reports, outcomes, strict=True
+    ):
         if isinstance(outcome, ReportRejected):
             half.refusals[item.report_id] = "BAD_PROOF"
             continue
         half.states[item.report_id] = outcome
-        half.request.reports.append(
-            apb.HelperReport(
-                report_id=report.report_id,
-                public_share=report.public_share,
-                helper_ciphertext=report.helper_ciphertext,
-                leader_verifier_share=outcome.share.verifier_share,
-                token=item.token,
-            )
+        half.request.reports.add(
+            report_id=report_id,
+            public_share=public_share,
+            helper_ciphertext=helper,
+            leader_verifier_share=outcome.share.verifier_share,
+            token=item.token,
         )
     return half
 

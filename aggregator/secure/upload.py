@@ -47,6 +47,7 @@ from ldpcollect.secure.sealing import (
     HpkeKeyPair,
 )
 from ldpcollect.secure.upload import (
+    REPORT_ID_SIZE,
     BitsVdaf,
     Refusal,
     ReportRejected,
@@ -87,6 +88,19 @@ def held_body(report: SecureReport, body: bytes) -> bytes:
 
 
 _HASH_SIZE = struct.pack(">I", hashlib.sha256().digest_size)
+_U32 = struct.Struct(">I")
+
+
+def held_fields(held: bytes) -> tuple[bytes, bytes, bytes]:
+    """(report id, public share, helper ciphertext) of a held body (`held_body`'s output,
+    read back from this leader's own store, so not checked again)."""
+    at = 1 + held[0] + 4  # after the query id and the round
+    report_id, at = held[at : at + REPORT_ID_SIZE], at + REPORT_ID_SIZE
+    (size,) = _U32.unpack_from(held, at)
+    public_share, at = held[at + 4 : at + 4 + size], at + 4 + size
+    at += 4 + _U32.unpack_from(held, at)[0]  # the leader ciphertext's digest
+    (size,) = _U32.unpack_from(held, at)
+    return report_id, public_share, held[at + 4 : at + 4 + size]
 
 
 @dataclass(frozen=True)

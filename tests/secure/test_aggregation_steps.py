@@ -17,7 +17,7 @@ from aggregator.secure.aggregation_driver import HelperGarbage, finish, leader_h
 from aggregator.secure.aggregation_handler import HelperHandler
 from aggregator.secure.metrics import SecureMetrics
 from aggregator.secure.store import HeldReport, SecureStore
-from aggregator.secure.upload import LeaderUpload, held_body
+from aggregator.secure.upload import LeaderUpload, held_body, held_fields
 from ldpcollect.secure.query_vdaf import ROUND_VDAF, query_vdaf
 from ldpcollect.secure.sealing import (
     ROLE_LEADER,
@@ -239,4 +239,6 @@ def test_the_held_body_is_the_report_with_its_leader_ciphertext_hashed(
 ) -> None:
     report = SecureReport(query_id, 7, bytes(range(16)), public, leader, helper)
     hashed = replace(report, leader_ciphertext=hashlib.sha256(leader).digest())
-    assert held_body(report, report.encode()) == hashed.encode()
+    held = held_body(report, report.encode())
+    assert held == hashed.encode()
+    assert held_fields(held) == (report.report_id, public, helper)
