@@ -356,12 +356,11 @@ static int parse_upload(const unsigned char *body, size_t size, const Expected *
  * report id and public share, each after its 4-byte big-endian length
  * (sealing.input_share_info). */
 static int share_info(EVP_MD_CTX *md, const EVP_MD *sha256, const unsigned char *prefix,
-                      size_t prefix_size, const Expected *e, const unsigned char *body,
-                      const Fields *f, unsigned char *info)
+                      size_t prefix_size, const Expected *e, const unsigned char *report_id,
+                      const unsigned char *public_share, size_t public_size, unsigned char *info)
 {
-    const unsigned char *fields[] = {e->query, e->round, body + f->report_id,
-                                     body + f->public_share};
-    size_t sizes[] = {e->query_size, 4, REPORT_ID_SIZE, f->public_size};
+    const unsigned char *fields[] = {e->query, e->round, report_id, public_share};
+    size_t sizes[] = {e->query_size, 4, REPORT_ID_SIZE, public_size};
     if (EVP_DigestInit_ex2(md, sha256, NULL) != 1)
         return 0;
     for (int i = 0; i < 4; i++) {
@@ -397,6 +396,16 @@ static PyObject *bytes_at(const unsigned char *data, size_t size)
     return PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)size);
 }
 
+static Expected expected(const Py_buffer *query, unsigned long round, int leader_config,
+                         int helper_config, size_t helper_size)
+{
+    Expected e = {query->buf, (size_t)query->len,
+                  {(unsigned char)(round >> 24), (unsigned char)(round >> 16),
+                   (unsigned char)(round >> 8), (unsigned char)round},
+                  leader_config, helper_config, helper_size};
+    return e;
+}
+
 /* open_uploads(private_key, prefix, query_id, round, leader_config, helper_config,
  * helper_size, bodies) -> list[tuple[bytes, bytes, bytes, bytes] | None]: per upload body
  * that is a whole report of `query_id` (UTF-8) and `round`, whose ciphertexts name the two
@@ -426,10 +435,7 @@ static PyObject *open_uploads(PyObject *Py_UNUSED(module), PyObject *args)
                                           "and a positive helper ciphertext size");
         goto done;
     }
-    Expected e = {query.buf, (size_t)query.len,
-                  {(unsigned char)(round >> 24), (unsigned char)(round >> 16),
-                   (unsigned char)(round >> 8), (unsigned char)round},
-                  leader_config, helper_config, (size_t)helper_size};
+    Expected e = expected(&query, round, leader_config, helper_config, (size_t)helper_size);
     seq = PySequence_Tuple(items); /* immutable bytes, kept alive while the lock is released */
     if (!seq)
         goto done;
@@ -472,7 +478,8 @@ static PyObject *open_uploads(PyObject *Py_UNUSED(module), PyObject *args)
         const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(PyTuple_GET_ITEM(seq, i));
         const Fields *f = &fields[i];
         unsigned char *info = infos + (size_t)i * info_size;
-        ok[i] = share_info(md, opener.sha256, prefix.buf, (size_t)prefix.len, &e, data, f, info) &&
+        ok[i] = share_info(md, opener.sha256, prefix.buf, (size_t)prefix.len, &e,
+                           data + f->report_id, data + f->public_share, f->public_size, info) &&
                 open_one(&opener, info, info_size, data + f->leader + 1, f->leader_size - 1,
                          plain + offsets[i]) &&
                 EVP_Digest(data + f->leader, f->leader_size, digests + (size_t)i * HASH_SIZE, NULL,
@@ -526,6 +533,118 @@ done:
     return result;
 }
 
+/* open_shares(private_key, prefix, query_id, round, config_id, items) -> list[bytes | None]:
+ * per (report id, public share, ciphertext) triple of one query and round whose report id is
+ * 16 bytes and whose ciphertext names `config_id` and opens under `private_key` with its info
+ * (`prefix` || the metadata digest, computed here), the plaintext; None for any other item,
+ * which the caller's reference path refuses with its reason (the helper's shares of a job). */
+static PyObject *open_shares(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer key, prefix, query;
+    unsigned long round;
+    int config_id;
+    PyObject *items, *result = NULL, *seq = NULL;
+    unsigned char *plain = NULL, *ok = NULL, *info = NULL;
+    size_t *offsets = NULL, total = 0, info_size = 0;
+    Opener opener;
+    int opener_ready = 0;
+    EVP_MD_CTX *md = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*kiO", &key, &prefix, &query, &round, &config_id, &items))
+        return NULL;
+    if (key.len != KEY_SIZE || query.len < 1 || query.len > 255 || round > 0xffffffffUL) {
+        PyErr_SetString(PyExc_ValueError, "a 32-byte key, a 1-255 byte query id, a 32-bit round");
+        goto done;
+    }
+    Expected e = expected(&query, round, config_id, 0, 0);
+    seq = PySequence_Tuple(items); /* immutable bytes, kept alive while the lock is released */
+    if (!seq)
+        goto done;
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    size_t count = n ? (size_t)n : 1;
+    info_size = (size_t)prefix.len + HASH_SIZE;
+    offsets = PyMem_Calloc(count, sizeof *offsets);
+    ok = PyMem_Calloc(count, 1);
+    info = PyMem_Malloc(info_size);
+    if (!offsets || !ok || !info) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(seq, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3 ||
+            !PyBytes_Check(PyTuple_GET_ITEM(item, 0)) || !PyBytes_Check(PyTuple_GET_ITEM(item, 1)) ||
+            !PyBytes_Check(PyTuple_GET_ITEM(item, 2))) {
+            PyErr_SetString(PyExc_TypeError, "each item must be a (bytes, bytes, bytes) triple");
+            goto done;
+        }
+        PyObject *ct = PyTuple_GET_ITEM(item, 2);
+        size_t size = (size_t)PyBytes_GET_SIZE(ct);
+        ok[i] = PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 0)) == REPORT_ID_SIZE &&
+                size >= 1 + ENC_SIZE + TAG_SIZE &&
+                (unsigned char)PyBytes_AS_STRING(ct)[0] == (unsigned char)config_id;
+        offsets[i] = total;
+        if (ok[i])
+            total += size - 1 - ENC_SIZE - TAG_SIZE;
+    }
+    plain = PyMem_Malloc(total ? total : 1);
+    if (!plain) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int ready;
+    Py_BEGIN_ALLOW_THREADS
+    ready = opener_init(&opener, key.buf) && (md = EVP_MD_CTX_new()) != NULL;
+    opener_ready = 1;
+    for (Py_ssize_t i = 0; ready && i < n; i++) {
+        if (!ok[i])
+            continue;
+        PyObject *item = PyTuple_GET_ITEM(seq, i);
+        PyObject *public_share = PyTuple_GET_ITEM(item, 1), *ct = PyTuple_GET_ITEM(item, 2);
+        const unsigned char *sealed = (const unsigned char *)PyBytes_AS_STRING(ct) + 1;
+        ok[i] = share_info(md, opener.sha256, prefix.buf, (size_t)prefix.len, &e,
+                           (const unsigned char *)PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 0)),
+                           (const unsigned char *)PyBytes_AS_STRING(public_share),
+                           (size_t)PyBytes_GET_SIZE(public_share), info) &&
+                open_one(&opener, info, info_size, sealed, (size_t)PyBytes_GET_SIZE(ct) - 1,
+                         plain + offsets[i]);
+    }
+    ERR_clear_error();
+    Py_END_ALLOW_THREADS
+    if (!ready) {
+        PyErr_SetString(PyExc_ValueError, "OpenSSL could not set up X25519, SHA-256 or AES-GCM");
+        goto done;
+    }
+    result = PyList_New(n);
+    if (!result)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        size_t size = (size_t)PyBytes_GET_SIZE(PyTuple_GET_ITEM(PyTuple_GET_ITEM(seq, i), 2));
+        PyObject *share = ok[i] ? bytes_at(plain + offsets[i], size - 1 - ENC_SIZE - TAG_SIZE)
+                                : Py_NewRef(Py_None);
+        if (!share) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, i, share);
+    }
+done:
+    if (opener_ready)
+        opener_free(&opener);
+    EVP_MD_CTX_free(md);
+    if (plain) {
+        OPENSSL_cleanse(plain, total);
+        PyMem_Free(plain);
+    }
+    PyMem_Free(offsets);
+    PyMem_Free(ok);
+    PyMem_Free(info);
+    Py_XDECREF(seq);
+    PyBuffer_Release(&key);
+    PyBuffer_Release(&prefix);
+    PyBuffer_Release(&query);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"open_base", open_base, METH_VARARGS,
      "open_base(private_key, items) -> list[bytes | None]: HPKE base-mode Open of each "
@@ -535,6 +654,10 @@ static PyMethodDef module_methods[] = {
      "helper_size, bodies) -> list[tuple[bytes, bytes, bytes, bytes] | None]: the leader's "
      "uploads of one query parsed, checked, bound and opened; None where the reference path "
      "must decide."},
+    {"open_shares", open_shares, METH_VARARGS,
+     "open_shares(private_key, prefix, query_id, round, config_id, items) -> "
+     "list[bytes | None]: (report id, public share, ciphertext) triples of one query bound "
+     "and opened; None where the reference path must decide."},
     {NULL, NULL, 0, NULL},
 };
 

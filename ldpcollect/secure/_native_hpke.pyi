@@ -13,3 +13,11 @@ def open_uploads(
     helper_size: int,
     bodies: Sequence[bytes],
 ) -> list[tuple[bytes, bytes, bytes, bytes] | None]: ...
+def open_shares(
+    private_key: bytes,
+    prefix: bytes,
+    query_id: bytes,
+    round: int,
+    config_id: int,
+    items: Sequence[tuple[bytes, bytes, bytes]],
+) -> list[bytes | None]: ...

@@ -206,6 +206,30 @@ def open_input_shares(
     return results
 
 
+def open_bound_shares(
+    key_pair: HpkeKeyPair,
+    role: int,
+    query_id: str,
+    round: int,
+    items: Sequence[tuple[bytes, bytes, bytes]],
+) -> list[bytes | None]:
+    """The compiled path of `open_input_shares` for (report id, public share, ciphertext)
+    triples of one query and round, the infos bound in the same call: per item its plaintext,
+    or None where the reference must decide (an id that is not 16 bytes, a short
+    ciphertext, another config id, or one that does not open)."""
+    _check_role(role, (ROLE_LEADER, ROLE_HELPER))
+    prefix = INPUT_SHARE_LABEL + bytes([role])
+    query, round_bytes = query_id.encode(), _round_bytes(round)
+    return _native_hpke.open_shares(
+        key_pair.private_bytes(),
+        prefix,
+        query,
+        _U32.unpack(round_bytes)[0],
+        key_pair.config.config_id,
+        items,
+    )
+
+
 # -- aggregator -> collector ------------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ from ldpcollect.secure.sealing import (
     generate_key_pair,
     input_share_info,
     input_share_infos,
+    open_bound_shares,
     open_input_share,
     open_input_shares,
     seal_input_share,
@@ -122,6 +123,45 @@ def test_open_shares_gives_what_open_share_gives_for_each_role(batch: list[Case]
         assert [r if isinstance(r, bytes) else (r.reason.name, r.detail) for r in batched] == [
             one(report) for report in reports
         ]
+
+
+@settings(max_examples=40)
+@given(
+    batch=cases,
+    role=st.sampled_from([ROLE_LEADER, ROLE_HELPER]),
+    query_id=st.text(min_size=1, max_size=20),
+    round_=st.integers(0, 2**32 - 1),
+    short_id=st.integers(0, 12),
+)
+def test_the_bound_open_gives_the_reference_plaintext_or_leaves_a_refusal_to_it(
+    batch: list[Case], role: int, query_id: str, round_: int, short_id: int
+) -> None:
+    """`open_bound_shares` (the infos bound in the same compiled call) against the reference:
+    every plaintext it gives is the reference's, every item it leaves (None) the reference
+    refuses, and every honest item is opened."""
+    items = []
+    for i, (report_id, public, plaintext, spoil) in enumerate(batch):
+        ct = seal_input_share(KEY.config, role, query_id, round_, report_id, public, plaintext)
+        if spoil == 1:
+            ct = ct[:-1] + bytes([ct[-1] ^ 1])
+        elif spoil == 2:
+            ct = ct[: len(ct) // 3]
+        elif spoil == 3:  # sealed for another query: the info differs
+            ct = seal_input_share(KEY.config, role, query_id + "x", round_, report_id, public, b"")
+        elif spoil == 4:
+            ct = seal_input_share(OTHER.config, role, query_id, round_, report_id, public, b"")
+        elif spoil == 5:
+            ct = bytes([(ct[0] + 1) % 256]) + ct[1:]
+        items.append((report_id[: 15 if i == short_id else 16], public, ct))
+    bound = open_bound_shares(KEY, role, query_id, round_, items)
+    for (_, _, plaintext, spoil), item, result in zip(batch, items, bound, strict=True):
+        try:
+            expected: bytes | None = open_input_share(KEY, role, query_id, round_, *item)
+        except SealingError:
+            expected = None
+        assert result == expected
+        if spoil == 0 and len(item[0]) == 16:
+            assert result == plaintext
 
 
 @given(
