@@ -65,6 +65,10 @@ LIMIT_FACTOR = 1.5
 """A rate within this factor of the machine's limit meets a goal the limit puts out of reach."""
 
 GOAL_PATH = {"RR round (T=100)": 10_000, "SP pair (T=100)": 6_000, "RR round (T=1000)": 1_500}
+WARMUP = 2_000
+"""Reports of another query sent through the same servers before each timed whole-path run:
+what a server that has been running shows (its heap, caches and thread pools grown), not
+its first second; a fresh leader ran about 10% more CPU a report over 10,000 reports."""
 GOAL_DEVICE = {"round": 10_000, "pair": 5_000}
 
 
@@ -349,6 +353,7 @@ def whole_path_cases(
     seals_us: dict[int, float],
     steps_us: dict[int, float],
     before: bool,
+    warmup: int = 0,
 ) -> list[PathCase]:
     from bench.secure_path import secure_path_rate, trusted_path_rate
 
@@ -359,7 +364,7 @@ def whole_path_cases(
     cases = []
     for name, mechanism, targets in runs:
         for reference in (False, True) if before and targets == 100 else (False,):
-            run = secure_path_rate(mechanism, n, targets, reference)
+            run = secure_path_rate(mechanism, n, targets, reference, warmup)
             key = targets if mechanism == "rr" else -targets
             limit = cores * 1e6 / (2 * opens_us[key])
             goal = GOAL_PATH[name]
@@ -393,13 +398,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=10_000,
         help="reports per whole-path run (fewer measure mostly the pipeline filling and draining)",
     )
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=WARMUP,
+        help="reports of another query through the same servers before each timed run",
+    )
     parser.add_argument("--no-sweep", action="store_true")
     parser.add_argument("--no-before", action="store_true", help="skip the reference whole path")
     parser.add_argument("--plot", type=Path, default=Path("out/secure_sweep.png"))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    if args.reports < 1 or args.path_reports < 0:
-        parser.error("--reports must be at least 1 and --path-reports at least 0")
+    if args.reports < 1 or args.path_reports < 0 or args.warmup < 0:
+        parser.error("--reports must be at least 1, --path-reports and --warmup at least 0")
     rng = random.Random(2026)
     cases = [
         run_case(
@@ -434,7 +445,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     paths = (
         []
         if args.path_reports == 0
-        else whole_path_cases(args.path_reports, rng, opens, seals, steps, not args.no_before)
+        else whole_path_cases(
+            args.path_reports, rng, opens, seals, steps, not args.no_before, args.warmup
+        )
     )
     if args.json:
         print(

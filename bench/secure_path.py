@@ -123,24 +123,34 @@ def reference_code(enabled: bool) -> Iterator[None]:
 
 
 def secure_path_rate(
-    mechanism: str, n: int, targets: int = 100, reference: bool = False
+    mechanism: str, n: int, targets: int = 100, reference: bool = False, warmup: int = 0
 ) -> PathRun:
     """The whole secure path for `n` reports over `targets` cells (`reference`: the Python
-    VDAF in every process, as on main before the compiled kernels)."""
+    VDAF in every process, as on main before the compiled kernels), after `warmup` reports
+    of another query through the same servers, untimed."""
     cells = path_targets(targets)
     mech = RandomizedResponse("0.85", "0.3") if mechanism == "rr" else SamplingPrivacy("0.5")
     with reference_code(reference), secure_deployment("bench-secure-", None) as run:
         channel = run.channel
-        created = create_secure_query(channel, run.admin_token, run.collector, mech, cells, 100)
-        query = fetch_query(channel, created.query_id)
-        bodies = _sealed(query, run.helper, cells, n)
-        batch = max(1, min(BATCH, UPLOAD_BYTES // max(len(b) for b in bodies)))
+
+        def sealed_query(count: int) -> tuple[str, list[bytes]]:
+            created = create_secure_query(channel, run.admin_token, run.collector, mech, cells, 100)
+            query = fetch_query(channel, created.query_id)
+            return query.query_id, _sealed(query, run.helper, cells, count)
+
+        def upload_all(query_id: str, bodies: list[bytes]) -> None:
+            batch = max(1, min(BATCH, UPLOAD_BYTES // max(len(b) for b in bodies)))
+            for i in range(0, len(bodies), batch):
+                done = upload(channel, bodies[i : i + batch])
+                assert not done.rejected, done.rejected[0].message
+            wait_aggregated(channel, run.admin_token, query_id, len(bodies))
+
+        if warmup:  # a query of its own, untimed: the servers' buffers and caches as they run
+            upload_all(*sealed_query(warmup))
+        query_id, bodies = sealed_query(n)
         cpu_before, own_before = role_cpu_seconds(), time.process_time()
         start = time.perf_counter()
-        for i in range(0, n, batch):
-            done = upload(channel, bodies[i : i + batch])
-            assert not done.rejected, done.rejected[0].message
-        wait_aggregated(channel, run.admin_token, query.query_id, n)
+        upload_all(query_id, bodies)
         seconds = time.perf_counter() - start
         cpu_after, own = role_cpu_seconds(), time.process_time() - own_before
     used = {role: cpu_after.get(role, 0.0) - cpu_before.get(role, 0.0) for role in cpu_after}

@@ -24,6 +24,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.secure import WARMUP
+
 HERE = Path(__file__).resolve().parent
 RUN = """
 import importlib.util, json, sys
@@ -31,17 +33,26 @@ spec = importlib.util.spec_from_file_location("harness", sys.argv[1])
 harness = importlib.util.module_from_spec(spec)
 sys.modules["harness"] = harness
 spec.loader.exec_module(harness)
-mechanism, targets, n = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-run = harness.secure_path_rate(mechanism, n, targets)
+mechanism, targets, n, warmup = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+run = harness.secure_path_rate(mechanism, n, targets, warmup=warmup)
 print(json.dumps({"rate": run.per_second, "leader": run.leader_cpu * 1e6 / n,
                   "helper": run.helper_cpu * 1e6 / n, "load": run.load_cpu * 1e6 / n}))
 """
 
 
-def one_run(tree: Path, case: str, reports: int) -> dict[str, float]:
+def one_run(tree: Path, case: str, reports: int, warmup: int) -> dict[str, float]:
     mechanism, targets = case.split(":")
     done = subprocess.run(
-        [sys.executable, "-c", RUN, str(HERE / "secure_path.py"), mechanism, targets, str(reports)],
+        [
+            sys.executable,
+            "-c",
+            RUN,
+            str(HERE / "secure_path.py"),
+            mechanism,
+            targets,
+            str(reports),
+            str(warmup),
+        ],
         cwd=tree,
         env={**os.environ, "PYTHONPATH": str(tree)},
         capture_output=True,
@@ -59,6 +70,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--base-tree", type=Path, required=True)
     parser.add_argument("--cases", default="rr:100,sp:100", help="mechanism:targets, ...")
     parser.add_argument("--reports", type=int, default=4000)
+    parser.add_argument(
+        "--warmup", type=int, default=WARMUP, help="untimed reports of another query first"
+    )
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
     trees = {"before": args.base_tree.resolve(), "after": HERE.parent}
@@ -67,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for _ in range(args.rounds):
         for case in cases:
             for name, tree in trees.items():
-                result = one_run(tree, case, args.reports)
+                result = one_run(tree, case, args.reports, args.warmup)
                 runs.setdefault((case, name), []).append(result)
                 shown = ", ".join(f"{key} {value:,.0f}" for key, value in result.items())
                 print(f"{case} {name}: {shown}", flush=True)
