@@ -2,9 +2,10 @@
 holding uploads (batches of 50, report-sized bytes), then claiming and finishing jobs of 200.
 Wall time per report, one thread (one replica), then two stores racing (two replicas) on
 PostgreSQL. PostgreSQL at LDPCOLLECT_TEST_POSTGRES (default postgresql://postgres@127.0.0.1:5432);
-a database is created and dropped.
+a database is created and dropped. `--known-ids N` first gives the query N earlier reports
+(held and aggregated), so the duplicate check's index is as large as a long-running query's.
 
-    .venv/bin/python -m bench.secure_stores --reports 4000
+    .venv/bin/python -m bench.secure_stores --reports 4000 [--known-ids 1000000]
 """
 
 from __future__ import annotations
@@ -64,9 +65,20 @@ def timed(work: list[threading.Thread]) -> float:
     return time.perf_counter() - start
 
 
-def run(stores: list[SecureStoreApi], n: int) -> tuple[float, float]:
-    """us per report to hold n reports and to aggregate them, `len(stores)` replicas."""
+def know(store: SecureStoreApi, ids: int) -> None:
+    """`ids` earlier reports of the query, held and aggregated (small bodies): their ids stay
+    in the duplicate check's index, as in a query that has run for a while."""
+    for start in range(0, ids, 1000):
+        batch = [(secrets.token_bytes(16), b"b", b"s", b"") for _ in range(min(1000, ids - start))]
+        store.hold_reports("q", batch)
+        drain(store)
+
+
+def run(stores: list[SecureStoreApi], n: int, known_ids: int = 0) -> tuple[float, float]:
+    """us per report to hold n reports and to aggregate them, `len(stores)` replicas, in a
+    query that already has `known_ids` report ids."""
     stores[0].create_query("q", {}, b"k" * 32, b"")
+    know(stores[0], known_ids)
     rows = reports(n)
     share = n // len(stores)
     parts = [rows[i * share : (i + 1) * share] for i in range(len(stores))]
@@ -81,12 +93,22 @@ def run(stores: list[SecureStoreApi], n: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reports", type=int, default=4000)
-    n = parser.parse_args().reports
+    parser.add_argument(
+        "--known-ids",
+        type=int,
+        default=0,
+        help="report ids the query already has (its earlier reports), before the timed part",
+    )
+    args = parser.parse_args()
+    n, known = args.reports, args.known_ids
     with tempfile.TemporaryDirectory() as tmp:
         lite = SecureStore(Path(tmp) / "bench.secure")
         lite.open()
-        held, drained = run([lite], n)
-        print(f"SQLite, one process: hold {held:.0f} us/report, aggregate {drained:.0f} us/report")
+        held, drained = run([lite], n, known)
+        print(
+            f"SQLite, one process, {known:,} ids known: hold {held:.0f} us/report, "
+            f"aggregate {drained:.0f} us/report"
+        )
         lite.close()
     name = f"ldpc_bench_{secrets.token_hex(4)}"
     with psycopg.connect(f"{SERVER}/postgres", autocommit=True) as conn:
@@ -97,10 +119,10 @@ def main() -> None:
             stores = [PostgresSecureStore(url, "leader") for _ in range(replicas)]
             for store in stores:
                 store.open()
-            held, drained = run(list(stores), n)
+            held, drained = run(list(stores), n, known)
             print(
-                f"PostgreSQL, {replicas} replica(s): hold {held:.0f} us/report, "
-                f"aggregate {drained:.0f} us/report"
+                f"PostgreSQL, {replicas} replica(s), {known:,} ids known: "
+                f"hold {held:.0f} us/report, aggregate {drained:.0f} us/report"
             )
             for store in stores:
                 store.close()
