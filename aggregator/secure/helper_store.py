@@ -8,6 +8,7 @@ from collections.abc import Callable, Collection, Sequence
 
 from aggregator.errors import FailedPrecondition
 from aggregator.secure import spent_tokens
+from aggregator.secure.multirow import insert_rows
 from aggregator.secure.store_core import RELEASED, StoreCore, select_in
 
 
@@ -69,9 +70,9 @@ class HelperStore(StoreCore):
                 "INSERT INTO helper_jobs (job_id, query_id, response) VALUES (?, ?, ?)",
                 (job_id, query_id, response),
             )
-            db.executemany(
-                "INSERT OR IGNORE INTO helper_reports (query_id, report_id, job_id) "
-                "VALUES (?, ?, ?)",
+            insert_rows(
+                db,
+                "INSERT OR IGNORE INTO helper_reports (query_id, report_id, job_id) VALUES",
                 [(query_id, rid, job_id) for rid in seen],
             )
             spent_tokens.spend(db, query_id, spend)

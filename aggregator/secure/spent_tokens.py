@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 
+from aggregator.secure.multirow import insert_rows
 from ldpcollect.admission.tokens import NONCE_LENGTH
 
 
@@ -45,8 +46,9 @@ def spent_among(db: sqlite3.Connection, query_id: str, nonces: Sequence[bytes]) 
 def spend(db: sqlite3.Connection, query_id: str, items: Iterable[tuple[bytes, bytes]]) -> None:
     """Spend (nonce, report id) pairs; a nonce spent before raises (callers check first, as
     the store's single writer)."""
-    db.executemany(
-        "INSERT INTO secure_spent_tokens (query_id, nonce, report_id) VALUES (?, ?, ?)",
+    insert_rows(
+        db,
+        "INSERT INTO secure_spent_tokens (query_id, nonce, report_id) VALUES",
         [(query_id, nonce, report_id) for nonce, report_id in items],
     )
 

@@ -20,6 +20,7 @@ from typing import Any
 from aggregator.errors import AlreadyExists, FailedPrecondition
 from aggregator.secure import spent_tokens
 from aggregator.secure.helper_store import HelperStore
+from aggregator.secure.multirow import insert_rows
 from aggregator.secure.store_core import (
     CLOSED,
     OPEN,
@@ -240,13 +241,12 @@ class SecureStore(HelperStore):
                 if nonce and spent_by is None:
                     spent_here[nonce] = report_id
                 outcomes.append(UploadOutcome.NEW)
-            db.executemany(
-                "INSERT INTO secure_reports (query_id, report_id, digest) VALUES (?, ?, ?)",
-                digests,
+            insert_rows(
+                db, "INSERT INTO secure_reports (query_id, report_id, digest) VALUES", digests
             )
-            db.executemany(
-                "INSERT INTO secure_held (query_id, report_id, body, leader_share, token) "
-                "VALUES (?, ?, ?, ?, ?)",
+            insert_rows(
+                db,
+                "INSERT INTO secure_held (query_id, report_id, body, leader_share, token) VALUES",
                 held,
             )
             spent_tokens.spend(db, query_id, [(n, rid) for n, rid in spent_here.items()])
