@@ -1,13 +1,16 @@
 /* HPKE base-mode Open (RFC 9180, sections 4.1, 5.1 and 5.2) for the secure mode's suite,
  * DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, AES-128-GCM, with an empty aad (as `cryptography`'s
- * HPKE API seals), on the machine's OpenSSL (libcrypto): a whole batch of ciphertexts sealed
- * to one key pair in one call, with the interpreter lock released. Each ciphertext has its own
- * ephemeral key, so every report's key schedule is computed in full; only the key objects
- * and contexts are made once per batch.
+ * HPKE API seals), on the machine's OpenSSL (libcrypto): a whole batch of input shares sealed
+ * to one key pair in one call, each share's info (its binding to the query, round, report and
+ * public share) computed in the same call, with the interpreter lock released. Each
+ * ciphertext has its own ephemeral key, so every report's key schedule is computed in full;
+ * only the key objects and contexts are made once per batch. Two entry points: the helper's
+ * shares of a job (`open_shares`) and the leader's uploads, parsed and checked too
+ * (`open_uploads`).
  *
  * `cryptography`'s `Suite.decrypt` stays the reference (ldpcollect/secure/sealing.py): tests
- * compare the two on random inputs and on tampered ciphertexts
- * (tests/secure/test_native_hpke.py).
+ * compare the two on random inputs, on tampered ciphertexts and on RFC 9180 seals
+ * (tests/secure/test_native_hpke.py, tests/secure/test_upload_fast_path.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -201,109 +204,273 @@ static int opener_init(Opener *o, const unsigned char *private_key)
                            0, o->psk_id_hash);
 }
 
-/* open_base(private_key, items) -> list[bytes | None]: items are (info, enc || ciphertext)
- * pairs of bytes, each sealed to the X25519 key `private_key` (32 bytes); per item its
- * plaintext, or None when it is too short or does not open. */
-static PyObject *open_base(PyObject *Py_UNUSED(module), PyObject *args)
+/* -- a batch: every ciphertext of one call, opened with the interpreter lock released ------- */
+
+/* One ciphertext of a batch: its info, its `enc || ciphertext || tag`, where its plaintext
+ * goes, and whether it is worth opening (then: whether it opened). */
+typedef struct {
+    const unsigned char *info, *sealed;
+    size_t info_size, size, offset;
+    int ok;
+} Sealed;
+
+typedef struct {
+    PyObject *seq; /* the call's items, a tuple: alive while the lock is released */
+    Sealed *items;
+    size_t count, total;
+    unsigned char *plain;
+} Batch;
+
+/* Called for each item worth opening, without the interpreter lock, before it is opened:
+ * what the item needs first (its info); 0 when it must not be opened. */
+typedef int (*Prepare)(void *context, size_t i, EVP_MD_CTX *md, const EVP_MD *sha256);
+
+static int batch_new(Batch *b, PyObject *items)
 {
-    Py_buffer key;
-    PyObject *items, *result = NULL, *seq = NULL;
-    const unsigned char **infos = NULL, **sealed = NULL;
-    size_t *info_sizes = NULL, *sizes = NULL, *offsets = NULL, total = 0;
-    unsigned char *plain = NULL, *ok = NULL;
+    memset(b, 0, sizeof *b);
+    b->seq = PySequence_Tuple(items);
+    if (!b->seq)
+        return 0;
+    b->count = (size_t)PyTuple_GET_SIZE(b->seq);
+    b->items = PyMem_Calloc(b->count ? b->count : 1, sizeof *b->items);
+    if (!b->items)
+        PyErr_NoMemory();
+    return b->items != NULL;
+}
+
+/* Room for the plaintexts of the items worth opening. */
+static int batch_room(Batch *b)
+{
+    for (size_t i = 0; i < b->count; i++) {
+        Sealed *s = &b->items[i];
+        s->ok = s->ok && s->size >= ENC_SIZE + TAG_SIZE;
+        s->offset = b->total;
+        if (s->ok)
+            b->total += s->size - ENC_SIZE - TAG_SIZE;
+    }
+    b->plain = PyMem_Malloc(b->total ? b->total : 1);
+    if (!b->plain)
+        PyErr_NoMemory();
+    return b->plain != NULL;
+}
+
+/* Prepare and open every item worth it under `private_key`, without the interpreter lock
+ * (the caller keeps what the items point into alive and unchanged). */
+static int batch_open(Batch *b, const unsigned char *private_key, Prepare prepare, void *context)
+{
+    int ready;
+    Py_BEGIN_ALLOW_THREADS
     Opener opener;
-    int opener_ready = 0;
-    if (!PyArg_ParseTuple(args, "y*O", &key, &items))
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    ready = opener_init(&opener, private_key) && md != NULL;
+    for (size_t i = 0; ready && i < b->count; i++) {
+        Sealed *s = &b->items[i];
+        s->ok = s->ok && (!prepare || prepare(context, i, md, opener.sha256)) &&
+                open_one(&opener, s->info, s->info_size, s->sealed, s->size, b->plain + s->offset);
+    }
+    opener_free(&opener);
+    EVP_MD_CTX_free(md);
+    ERR_clear_error();
+    Py_END_ALLOW_THREADS
+    if (!ready)
+        PyErr_SetString(PyExc_ValueError, "OpenSSL could not set up X25519, SHA-256 or AES-GCM");
+    return ready;
+}
+
+static PyObject *bytes_at(const unsigned char *data, size_t size)
+{
+    return PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)size);
+}
+
+/* Item i's plaintext as bytes (it opened). */
+static PyObject *plaintext(const Batch *b, size_t i)
+{
+    const Sealed *s = &b->items[i];
+    return bytes_at(b->plain + s->offset, s->size - ENC_SIZE - TAG_SIZE);
+}
+
+/* Per item its plaintext, or None. */
+static PyObject *plaintexts(const Batch *b)
+{
+    PyObject *result = PyList_New((Py_ssize_t)b->count);
+    for (size_t i = 0; result && i < b->count; i++) {
+        PyObject *item = b->items[i].ok ? plaintext(b, i) : Py_NewRef(Py_None);
+        if (!item)
+            Py_CLEAR(result);
+        else
+            PyList_SET_ITEM(result, (Py_ssize_t)i, item);
+    }
+    return result;
+}
+
+/* The batch, and the call's buffers. */
+static void batch_free(Batch *b, Py_buffer *key, Py_buffer *prefix, Py_buffer *query)
+{
+    if (b->plain) {
+        OPENSSL_cleanse(b->plain, b->total);
+        PyMem_Free(b->plain);
+    }
+    PyMem_Free(b->items);
+    Py_XDECREF(b->seq);
+    PyBuffer_Release(key);
+    PyBuffer_Release(prefix);
+    PyBuffer_Release(query);
+}
+
+/* -- input shares bound to their reports: the leader's uploads, the helper's jobs ---------- */
+
+#define REPORT_ID_SIZE 16
+
+typedef struct {
+    const unsigned char *query;
+    size_t query_size;
+    unsigned char round[4];
+    const unsigned char *prefix;
+    size_t prefix_size;
+} Binding;
+
+/* The binding of a call's shares: `prefix` (label || role), the query id and round. */
+static int binding(Binding *b, const Py_buffer *prefix, const Py_buffer *query, unsigned long round)
+{
+    if (query->len < 1 || query->len > 255 || round > 0xffffffffUL) {
+        PyErr_SetString(PyExc_ValueError, "a 1-255 byte query id and a 32-bit round");
+        return 0;
+    }
+    *b = (Binding){query->buf, (size_t)query->len,
+                   {(unsigned char)(round >> 24), (unsigned char)(round >> 16),
+                    (unsigned char)(round >> 8), (unsigned char)round},
+                   prefix->buf, (size_t)prefix->len};
+    return 1;
+}
+
+/* The HPKE info of an input share: the prefix || SHA-256 of the query, round, report id and
+ * public share, each after its 4-byte big-endian length (sealing.input_share_info). */
+static int share_info(EVP_MD_CTX *md, const EVP_MD *sha256, const Binding *b,
+                      const unsigned char *report_id, const unsigned char *public_share,
+                      size_t public_size, unsigned char *info)
+{
+    const unsigned char *fields[] = {b->query, b->round, report_id, public_share};
+    size_t sizes[] = {b->query_size, 4, REPORT_ID_SIZE, public_size};
+    if (EVP_DigestInit_ex2(md, sha256, NULL) != 1)
+        return 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned char length[4] = {(unsigned char)(sizes[i] >> 24), (unsigned char)(sizes[i] >> 16),
+                                   (unsigned char)(sizes[i] >> 8), (unsigned char)sizes[i]};
+        if (EVP_DigestUpdate(md, length, 4) != 1 ||
+            (sizes[i] && EVP_DigestUpdate(md, fields[i], sizes[i]) != 1))
+            return 0;
+    }
+    memcpy(info, b->prefix, b->prefix_size);
+    return EVP_DigestFinal_ex(md, info + b->prefix_size, NULL) == 1;
+}
+
+/* What binding an item needs: its report id and public share, and room for its info. */
+typedef struct {
+    const Binding *binding;
+    Batch *batch;
+    const unsigned char **report_ids, **public_shares;
+    size_t *public_sizes;
+    unsigned char *infos, *digests; /* digests: the leader ciphertexts' SHA-256, or NULL */
+    const unsigned char **digested;
+    size_t *digested_sizes;
+} Bound;
+
+static int bound_new(Bound *d, const Binding *binding, Batch *batch, int digests)
+{
+    size_t n = batch->count ? batch->count : 1, info_size = binding->prefix_size + HASH_SIZE;
+    memset(d, 0, sizeof *d);
+    d->binding = binding, d->batch = batch;
+    d->report_ids = PyMem_Calloc(n, sizeof *d->report_ids);
+    d->public_shares = PyMem_Calloc(n, sizeof *d->public_shares);
+    d->public_sizes = PyMem_Calloc(n, sizeof *d->public_sizes);
+    d->infos = PyMem_Malloc(n * info_size);
+    if (digests) {
+        d->digests = PyMem_Malloc(n * HASH_SIZE);
+        d->digested = PyMem_Calloc(n, sizeof *d->digested);
+        d->digested_sizes = PyMem_Calloc(n, sizeof *d->digested_sizes);
+    }
+    if (!d->report_ids || !d->public_shares || !d->public_sizes || !d->infos ||
+        (digests && (!d->digests || !d->digested || !d->digested_sizes))) {
+        PyErr_NoMemory();
+        return 0;
+    }
+    for (size_t i = 0; i < batch->count; i++)
+        batch->items[i].info = d->infos + i * info_size, batch->items[i].info_size = info_size;
+    return 1;
+}
+
+static void bound_free(Bound *d)
+{
+    PyMem_Free(d->report_ids);
+    PyMem_Free(d->public_shares);
+    PyMem_Free(d->public_sizes);
+    PyMem_Free(d->infos);
+    PyMem_Free(d->digests);
+    PyMem_Free(d->digested);
+    PyMem_Free(d->digested_sizes);
+}
+
+/* Prepare: item i's info, and its ciphertext's digest when the call keeps them. */
+static int bind_one(void *context, size_t i, EVP_MD_CTX *md, const EVP_MD *sha256)
+{
+    Bound *d = context;
+    unsigned char *info = (unsigned char *)d->batch->items[i].info;
+    return share_info(md, sha256, d->binding, d->report_ids[i], d->public_shares[i],
+                      d->public_sizes[i], info) &&
+           (!d->digests || EVP_Digest(d->digested[i], d->digested_sizes[i],
+                                      d->digests + i * HASH_SIZE, NULL, sha256, NULL) == 1);
+}
+
+/* open_shares(private_key, prefix, query_id, round, config_id, items) -> list[bytes | None]:
+ * per (report id, public share, ciphertext) triple of one query and round whose report id is
+ * 16 bytes and whose ciphertext names `config_id` and opens under `private_key` with its info
+ * (`prefix` || the metadata digest, computed here), the plaintext; None for any other item,
+ * which the caller's reference path refuses with its reason (the helper's shares of a job). */
+static PyObject *open_shares(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    Py_buffer key, prefix, query;
+    unsigned long round;
+    int config_id;
+    PyObject *items, *result = NULL;
+    Batch batch = {0};
+    Bound bound = {0};
+    Binding bind;
+    if (!PyArg_ParseTuple(args, "y*y*y*kiO", &key, &prefix, &query, &round, &config_id, &items))
         return NULL;
     if (key.len != KEY_SIZE) {
         PyErr_Format(PyExc_ValueError, "an X25519 private key is %d bytes", KEY_SIZE);
         goto done;
     }
-    /* A tuple of the pairs: nothing another thread does to `items` while the lock is released
-     * frees them (pairs of bytes are immutable). */
-    seq = PySequence_Tuple(items);
-    if (!seq)
+    if (!binding(&bind, &prefix, &query, round) || !batch_new(&batch, items) ||
+        !bound_new(&bound, &bind, &batch, 0))
         goto done;
-    Py_ssize_t n = PyTuple_GET_SIZE(seq);
-    size_t count = (size_t)n ? (size_t)n : 1;
-    infos = PyMem_Calloc(count, sizeof *infos);
-    sealed = PyMem_Calloc(count, sizeof *sealed);
-    info_sizes = PyMem_Calloc(count, sizeof *info_sizes);
-    sizes = PyMem_Calloc(count, sizeof *sizes);
-    offsets = PyMem_Calloc(count, sizeof *offsets);
-    ok = PyMem_Calloc(count, 1);
-    if (!infos || !sealed || !info_sizes || !sizes || !offsets || !ok) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *pair = PyTuple_GET_ITEM(seq, i);
-        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
-            !PyBytes_Check(PyTuple_GET_ITEM(pair, 0)) || !PyBytes_Check(PyTuple_GET_ITEM(pair, 1))) {
-            PyErr_SetString(PyExc_TypeError, "each item must be a (bytes, bytes) pair");
+    for (size_t i = 0; i < batch.count; i++) {
+        PyObject *item = PyTuple_GET_ITEM(batch.seq, (Py_ssize_t)i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3 ||
+            !PyBytes_Check(PyTuple_GET_ITEM(item, 0)) ||
+            !PyBytes_Check(PyTuple_GET_ITEM(item, 1)) ||
+            !PyBytes_Check(PyTuple_GET_ITEM(item, 2))) {
+            PyErr_SetString(PyExc_TypeError, "each item must be a (bytes, bytes, bytes) triple");
             goto done;
         }
-        PyObject *info = PyTuple_GET_ITEM(pair, 0), *ct = PyTuple_GET_ITEM(pair, 1);
-        infos[i] = (const unsigned char *)PyBytes_AS_STRING(info);
-        info_sizes[i] = (size_t)PyBytes_GET_SIZE(info);
-        sealed[i] = (const unsigned char *)PyBytes_AS_STRING(ct);
-        sizes[i] = (size_t)PyBytes_GET_SIZE(ct);
-        offsets[i] = total;
-        if (sizes[i] >= ENC_SIZE + TAG_SIZE)
-            total += sizes[i] - ENC_SIZE - TAG_SIZE;
+        PyObject *report_id = PyTuple_GET_ITEM(item, 0), *public_share = PyTuple_GET_ITEM(item, 1);
+        PyObject *ct = PyTuple_GET_ITEM(item, 2);
+        const unsigned char *sealed = (const unsigned char *)PyBytes_AS_STRING(ct);
+        size_t size = (size_t)PyBytes_GET_SIZE(ct);
+        bound.report_ids[i] = (const unsigned char *)PyBytes_AS_STRING(report_id);
+        bound.public_shares[i] = (const unsigned char *)PyBytes_AS_STRING(public_share);
+        bound.public_sizes[i] = (size_t)PyBytes_GET_SIZE(public_share);
+        batch.items[i].ok = PyBytes_GET_SIZE(report_id) == REPORT_ID_SIZE && size >= 1 &&
+                            sealed[0] == (unsigned char)config_id;
+        batch.items[i].sealed = sealed + 1, batch.items[i].size = size ? size - 1 : 0;
     }
-    plain = PyMem_Malloc(total ? total : 1);
-    if (!plain) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    int ready;
-    Py_BEGIN_ALLOW_THREADS
-    ready = opener_init(&opener, key.buf);
-    opener_ready = 1;
-    for (Py_ssize_t i = 0; ready && i < n; i++)
-        ok[i] = sizes[i] >= ENC_SIZE + TAG_SIZE &&
-                open_one(&opener, infos[i], info_sizes[i], sealed[i], sizes[i], plain + offsets[i]);
-    ERR_clear_error();
-    Py_END_ALLOW_THREADS
-    if (!ready) {
-        PyErr_SetString(PyExc_ValueError, "OpenSSL could not set up X25519, SHA-256 or AES-GCM");
-        goto done;
-    }
-    result = PyList_New(n);
-    if (!result)
-        goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = ok[i] ? PyBytes_FromStringAndSize((const char *)plain + offsets[i],
-                                                           (Py_ssize_t)(sizes[i] - ENC_SIZE - TAG_SIZE))
-                               : Py_NewRef(Py_None);
-        if (!item) {
-            Py_CLEAR(result);
-            goto done;
-        }
-        PyList_SET_ITEM(result, i, item);
-    }
+    if (batch_room(&batch) && batch_open(&batch, key.buf, bind_one, &bound))
+        result = plaintexts(&batch);
 done:
-    if (opener_ready)
-        opener_free(&opener);
-    if (plain) {
-        OPENSSL_cleanse(plain, total);
-        PyMem_Free(plain);
-    }
-    PyMem_Free(infos);
-    PyMem_Free(sealed);
-    PyMem_Free(info_sizes);
-    PyMem_Free(sizes);
-    PyMem_Free(offsets);
-    PyMem_Free(ok);
-    Py_XDECREF(seq);
-    PyBuffer_Release(&key);
+    bound_free(&bound);
+    batch_free(&batch, &key, &prefix, &query);
     return result;
 }
-
-/* -- the leader's uploads: parse, bind, open and hold, one call per upload ------------------ */
-
-#define REPORT_ID_SIZE 16
 
 /* One upload's fields, as offsets into its bytes (the layout of SecureReport.encode:
  * len(query) (1) || query || round (4) || report id (16) || then the public share, the
@@ -313,25 +480,23 @@ typedef struct {
 } Fields;
 
 typedef struct {
-    const unsigned char *query;
-    size_t query_size;
-    unsigned char round[4];
     int leader_config, helper_config;
     size_t helper_size;
-} Expected;
+} Configs;
 
 static uint32_t be32(const unsigned char *p)
 {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
 }
 
-/* 1 when `body` is a whole report of the expected query and round whose ciphertexts name the
- * expected configs, the helper's of the expected size and the leader's long enough to open. */
-static int parse_upload(const unsigned char *body, size_t size, const Expected *e, Fields *f)
+/* 1 when `body` is a whole report of the bound query and round whose ciphertexts name the
+ * expected configs, the helper's of the expected size. */
+static int parse_upload(const unsigned char *body, size_t size, const Binding *b,
+                        const Configs *c, Fields *f)
 {
-    size_t offset = 1 + e->query_size, *starts[3], *sizes[3];
-    if (size < offset + 4 + REPORT_ID_SIZE || body[0] != e->query_size ||
-        memcmp(body + 1, e->query, e->query_size) != 0 || memcmp(body + offset, e->round, 4) != 0)
+    size_t offset = 1 + b->query_size, *starts[3], *sizes[3];
+    if (size < offset + 4 + REPORT_ID_SIZE || body[0] != b->query_size ||
+        memcmp(body + 1, b->query, b->query_size) != 0 || memcmp(body + offset, b->round, 4) != 0)
         return 0;
     f->report_id = offset + 4;
     offset += 4 + REPORT_ID_SIZE;
@@ -347,31 +512,8 @@ static int parse_upload(const unsigned char *body, size_t size, const Expected *
         *starts[i] = offset, *sizes[i] = field;
         offset += field;
     }
-    return offset == size && f->leader_size >= 1 + ENC_SIZE + TAG_SIZE &&
-           body[f->leader] == e->leader_config && f->helper_size == e->helper_size &&
-           body[f->helper] == e->helper_config;
-}
-
-/* The HPKE info of an input share: `prefix` (label || role) || SHA-256 of the query, round,
- * report id and public share, each after its 4-byte big-endian length
- * (sealing.input_share_info). */
-static int share_info(EVP_MD_CTX *md, const EVP_MD *sha256, const unsigned char *prefix,
-                      size_t prefix_size, const Expected *e, const unsigned char *report_id,
-                      const unsigned char *public_share, size_t public_size, unsigned char *info)
-{
-    const unsigned char *fields[] = {e->query, e->round, report_id, public_share};
-    size_t sizes[] = {e->query_size, 4, REPORT_ID_SIZE, public_size};
-    if (EVP_DigestInit_ex2(md, sha256, NULL) != 1)
-        return 0;
-    for (int i = 0; i < 4; i++) {
-        unsigned char length[4] = {(unsigned char)(sizes[i] >> 24), (unsigned char)(sizes[i] >> 16),
-                                   (unsigned char)(sizes[i] >> 8), (unsigned char)sizes[i]};
-        if (EVP_DigestUpdate(md, length, 4) != 1 ||
-            (sizes[i] && EVP_DigestUpdate(md, fields[i], sizes[i]) != 1))
-            return 0;
-    }
-    memcpy(info, prefix, prefix_size);
-    return EVP_DigestFinal_ex(md, info + prefix_size, NULL) == 1;
+    return offset == size && f->leader_size >= 1 && body[f->leader] == c->leader_config &&
+           f->helper_size == c->helper_size && body[f->helper] == c->helper_config;
 }
 
 /* The held body (aggregator/secure/upload.py, held_body): the report with its leader
@@ -391,264 +533,86 @@ static PyObject *held_body(const unsigned char *body, size_t size, const Fields 
     return held;
 }
 
-static PyObject *bytes_at(const unsigned char *data, size_t size)
-{
-    return PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)size);
-}
-
-static Expected expected(const Py_buffer *query, unsigned long round, int leader_config,
-                         int helper_config, size_t helper_size)
-{
-    Expected e = {query->buf, (size_t)query->len,
-                  {(unsigned char)(round >> 24), (unsigned char)(round >> 16),
-                   (unsigned char)(round >> 8), (unsigned char)round},
-                  leader_config, helper_config, helper_size};
-    return e;
-}
-
 /* open_uploads(private_key, prefix, query_id, round, leader_config, helper_config,
  * helper_size, bodies) -> list[tuple[bytes, bytes, bytes, bytes] | None]: per upload body
  * that is a whole report of `query_id` (UTF-8) and `round`, whose ciphertexts name the two
  * configs (the helper's `helper_size` bytes) and whose leader ciphertext opens under
  * `private_key` with its info (`prefix` || the metadata digest): (report id, public share,
  * held body, opened share); None for any other body, which the caller's reference path
- * refuses with its reason. The lock is released while the batch is parsed and opened. */
+ * refuses with its reason. The lock is released while the batch is bound and opened. */
 static PyObject *open_uploads(PyObject *Py_UNUSED(module), PyObject *args)
 {
     Py_buffer key, prefix, query;
     unsigned long round;
-    int leader_config, helper_config;
+    Configs configs;
     Py_ssize_t helper_size;
-    PyObject *items, *result = NULL, *seq = NULL;
+    PyObject *items, *result = NULL;
+    Batch batch = {0};
+    Bound bound = {0};
+    Binding bind;
     Fields *fields = NULL;
-    unsigned char *plain = NULL, *ok = NULL, *infos = NULL, *digests = NULL;
-    size_t *offsets = NULL, total = 0, info_size = 0;
-    Opener opener;
-    int opener_ready = 0;
-    EVP_MD_CTX *md = NULL;
-    if (!PyArg_ParseTuple(args, "y*y*y*kiinO", &key, &prefix, &query, &round, &leader_config,
-                          &helper_config, &helper_size, &items))
+    if (!PyArg_ParseTuple(args, "y*y*y*kiinO", &key, &prefix, &query, &round,
+                          &configs.leader_config, &configs.helper_config, &helper_size, &items))
         return NULL;
-    if (key.len != KEY_SIZE || query.len < 1 || query.len > 255 || round > 0xffffffffUL ||
-        helper_size < 1) {
-        PyErr_SetString(PyExc_ValueError, "a 32-byte key, a 1-255 byte query id, a 32-bit round "
-                                          "and a positive helper ciphertext size");
+    if (key.len != KEY_SIZE || helper_size < 1) {
+        PyErr_SetString(PyExc_ValueError, "a 32-byte key and a positive helper ciphertext size");
         goto done;
     }
-    Expected e = expected(&query, round, leader_config, helper_config, (size_t)helper_size);
-    seq = PySequence_Tuple(items); /* immutable bytes, kept alive while the lock is released */
-    if (!seq)
+    configs.helper_size = (size_t)helper_size;
+    if (!binding(&bind, &prefix, &query, round) || !batch_new(&batch, items) ||
+        !bound_new(&bound, &bind, &batch, 1))
         goto done;
-    Py_ssize_t n = PyTuple_GET_SIZE(seq);
-    size_t count = n ? (size_t)n : 1;
-    info_size = (size_t)prefix.len + HASH_SIZE;
-    fields = PyMem_Calloc(count, sizeof *fields);
-    offsets = PyMem_Calloc(count, sizeof *offsets);
-    ok = PyMem_Calloc(count, 1);
-    infos = PyMem_Malloc(count * info_size);
-    digests = PyMem_Malloc(count * HASH_SIZE);
-    if (!fields || !offsets || !ok || !infos || !digests) {
+    fields = PyMem_Calloc(batch.count ? batch.count : 1, sizeof *fields);
+    if (!fields) {
         PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *body = PyTuple_GET_ITEM(seq, i);
+    for (size_t i = 0; i < batch.count; i++) {
+        PyObject *body = PyTuple_GET_ITEM(batch.seq, (Py_ssize_t)i);
         if (!PyBytes_Check(body)) {
             PyErr_SetString(PyExc_TypeError, "each upload body must be bytes");
             goto done;
         }
         const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(body);
-        ok[i] = parse_upload(data, (size_t)PyBytes_GET_SIZE(body), &e, &fields[i]);
-        offsets[i] = total;
-        if (ok[i])
-            total += fields[i].leader_size - 1 - ENC_SIZE - TAG_SIZE;
-    }
-    plain = PyMem_Malloc(total ? total : 1);
-    if (!plain) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    int ready;
-    Py_BEGIN_ALLOW_THREADS
-    ready = opener_init(&opener, key.buf) && (md = EVP_MD_CTX_new()) != NULL;
-    opener_ready = 1;
-    for (Py_ssize_t i = 0; ready && i < n; i++) {
-        if (!ok[i])
+        Fields *f = &fields[i];
+        Sealed *s = &batch.items[i];
+        s->ok = parse_upload(data, (size_t)PyBytes_GET_SIZE(body), &bind, &configs, f);
+        if (!s->ok)
             continue;
-        const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(PyTuple_GET_ITEM(seq, i));
-        const Fields *f = &fields[i];
-        unsigned char *info = infos + (size_t)i * info_size;
-        ok[i] = share_info(md, opener.sha256, prefix.buf, (size_t)prefix.len, &e,
-                           data + f->report_id, data + f->public_share, f->public_size, info) &&
-                open_one(&opener, info, info_size, data + f->leader + 1, f->leader_size - 1,
-                         plain + offsets[i]) &&
-                EVP_Digest(data + f->leader, f->leader_size, digests + (size_t)i * HASH_SIZE, NULL,
-                           opener.sha256, NULL) == 1;
+        s->sealed = data + f->leader + 1, s->size = f->leader_size - 1;
+        bound.report_ids[i] = data + f->report_id;
+        bound.public_shares[i] = data + f->public_share, bound.public_sizes[i] = f->public_size;
+        bound.digested[i] = data + f->leader, bound.digested_sizes[i] = f->leader_size;
     }
-    ERR_clear_error();
-    Py_END_ALLOW_THREADS
-    if (!ready) {
-        PyErr_SetString(PyExc_ValueError, "OpenSSL could not set up X25519, SHA-256 or AES-GCM");
+    if (!batch_room(&batch) || !batch_open(&batch, key.buf, bind_one, &bound))
         goto done;
-    }
-    result = PyList_New(n);
-    if (!result)
-        goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!ok[i]) {
-            PyList_SET_ITEM(result, i, Py_NewRef(Py_None));
-            continue;
+    result = PyList_New((Py_ssize_t)batch.count);
+    for (size_t i = 0; result && i < batch.count; i++) {
+        PyObject *item = Py_NewRef(Py_None);
+        if (batch.items[i].ok) {
+            PyObject *body = PyTuple_GET_ITEM(batch.seq, (Py_ssize_t)i);
+            const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(body);
+            const Fields *f = &fields[i];
+            Py_DECREF(item);
+            item = Py_BuildValue(
+                "(NNNN)", bytes_at(data + f->report_id, REPORT_ID_SIZE),
+                bytes_at(data + f->public_share, f->public_size),
+                held_body(data, (size_t)PyBytes_GET_SIZE(body), f, bound.digests + i * HASH_SIZE),
+                plaintext(&batch, i));
         }
-        PyObject *body = PyTuple_GET_ITEM(seq, i);
-        const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(body);
-        const Fields *f = &fields[i];
-        PyObject *item = Py_BuildValue(
-            "(NNNN)", bytes_at(data + f->report_id, REPORT_ID_SIZE),
-            bytes_at(data + f->public_share, f->public_size),
-            held_body(data, (size_t)PyBytes_GET_SIZE(body), f, digests + (size_t)i * HASH_SIZE),
-            bytes_at(plain + offsets[i], f->leader_size - 1 - ENC_SIZE - TAG_SIZE));
-        if (!item) {
+        if (!item)
             Py_CLEAR(result);
-            goto done;
-        }
-        PyList_SET_ITEM(result, i, item);
+        else
+            PyList_SET_ITEM(result, (Py_ssize_t)i, item);
     }
 done:
-    if (opener_ready)
-        opener_free(&opener);
-    EVP_MD_CTX_free(md);
-    if (plain) {
-        OPENSSL_cleanse(plain, total);
-        PyMem_Free(plain);
-    }
     PyMem_Free(fields);
-    PyMem_Free(offsets);
-    PyMem_Free(ok);
-    PyMem_Free(infos);
-    PyMem_Free(digests);
-    Py_XDECREF(seq);
-    PyBuffer_Release(&key);
-    PyBuffer_Release(&prefix);
-    PyBuffer_Release(&query);
-    return result;
-}
-
-/* open_shares(private_key, prefix, query_id, round, config_id, items) -> list[bytes | None]:
- * per (report id, public share, ciphertext) triple of one query and round whose report id is
- * 16 bytes and whose ciphertext names `config_id` and opens under `private_key` with its info
- * (`prefix` || the metadata digest, computed here), the plaintext; None for any other item,
- * which the caller's reference path refuses with its reason (the helper's shares of a job). */
-static PyObject *open_shares(PyObject *Py_UNUSED(module), PyObject *args)
-{
-    Py_buffer key, prefix, query;
-    unsigned long round;
-    int config_id;
-    PyObject *items, *result = NULL, *seq = NULL;
-    unsigned char *plain = NULL, *ok = NULL, *info = NULL;
-    size_t *offsets = NULL, total = 0, info_size = 0;
-    Opener opener;
-    int opener_ready = 0;
-    EVP_MD_CTX *md = NULL;
-    if (!PyArg_ParseTuple(args, "y*y*y*kiO", &key, &prefix, &query, &round, &config_id, &items))
-        return NULL;
-    if (key.len != KEY_SIZE || query.len < 1 || query.len > 255 || round > 0xffffffffUL) {
-        PyErr_SetString(PyExc_ValueError, "a 32-byte key, a 1-255 byte query id, a 32-bit round");
-        goto done;
-    }
-    Expected e = expected(&query, round, config_id, 0, 0);
-    seq = PySequence_Tuple(items); /* immutable bytes, kept alive while the lock is released */
-    if (!seq)
-        goto done;
-    Py_ssize_t n = PyTuple_GET_SIZE(seq);
-    size_t count = n ? (size_t)n : 1;
-    info_size = (size_t)prefix.len + HASH_SIZE;
-    offsets = PyMem_Calloc(count, sizeof *offsets);
-    ok = PyMem_Calloc(count, 1);
-    info = PyMem_Malloc(info_size);
-    if (!offsets || !ok || !info) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyTuple_GET_ITEM(seq, i);
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3 ||
-            !PyBytes_Check(PyTuple_GET_ITEM(item, 0)) || !PyBytes_Check(PyTuple_GET_ITEM(item, 1)) ||
-            !PyBytes_Check(PyTuple_GET_ITEM(item, 2))) {
-            PyErr_SetString(PyExc_TypeError, "each item must be a (bytes, bytes, bytes) triple");
-            goto done;
-        }
-        PyObject *ct = PyTuple_GET_ITEM(item, 2);
-        size_t size = (size_t)PyBytes_GET_SIZE(ct);
-        ok[i] = PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 0)) == REPORT_ID_SIZE &&
-                size >= 1 + ENC_SIZE + TAG_SIZE &&
-                (unsigned char)PyBytes_AS_STRING(ct)[0] == (unsigned char)config_id;
-        offsets[i] = total;
-        if (ok[i])
-            total += size - 1 - ENC_SIZE - TAG_SIZE;
-    }
-    plain = PyMem_Malloc(total ? total : 1);
-    if (!plain) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    int ready;
-    Py_BEGIN_ALLOW_THREADS
-    ready = opener_init(&opener, key.buf) && (md = EVP_MD_CTX_new()) != NULL;
-    opener_ready = 1;
-    for (Py_ssize_t i = 0; ready && i < n; i++) {
-        if (!ok[i])
-            continue;
-        PyObject *item = PyTuple_GET_ITEM(seq, i);
-        PyObject *public_share = PyTuple_GET_ITEM(item, 1), *ct = PyTuple_GET_ITEM(item, 2);
-        const unsigned char *sealed = (const unsigned char *)PyBytes_AS_STRING(ct) + 1;
-        ok[i] = share_info(md, opener.sha256, prefix.buf, (size_t)prefix.len, &e,
-                           (const unsigned char *)PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 0)),
-                           (const unsigned char *)PyBytes_AS_STRING(public_share),
-                           (size_t)PyBytes_GET_SIZE(public_share), info) &&
-                open_one(&opener, info, info_size, sealed, (size_t)PyBytes_GET_SIZE(ct) - 1,
-                         plain + offsets[i]);
-    }
-    ERR_clear_error();
-    Py_END_ALLOW_THREADS
-    if (!ready) {
-        PyErr_SetString(PyExc_ValueError, "OpenSSL could not set up X25519, SHA-256 or AES-GCM");
-        goto done;
-    }
-    result = PyList_New(n);
-    if (!result)
-        goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        size_t size = (size_t)PyBytes_GET_SIZE(PyTuple_GET_ITEM(PyTuple_GET_ITEM(seq, i), 2));
-        PyObject *share = ok[i] ? bytes_at(plain + offsets[i], size - 1 - ENC_SIZE - TAG_SIZE)
-                                : Py_NewRef(Py_None);
-        if (!share) {
-            Py_CLEAR(result);
-            goto done;
-        }
-        PyList_SET_ITEM(result, i, share);
-    }
-done:
-    if (opener_ready)
-        opener_free(&opener);
-    EVP_MD_CTX_free(md);
-    if (plain) {
-        OPENSSL_cleanse(plain, total);
-        PyMem_Free(plain);
-    }
-    PyMem_Free(offsets);
-    PyMem_Free(ok);
-    PyMem_Free(info);
-    Py_XDECREF(seq);
-    PyBuffer_Release(&key);
-    PyBuffer_Release(&prefix);
-    PyBuffer_Release(&query);
+    bound_free(&bound);
+    batch_free(&batch, &key, &prefix, &query);
     return result;
 }
 
 static PyMethodDef module_methods[] = {
-    {"open_base", open_base, METH_VARARGS,
-     "open_base(private_key, items) -> list[bytes | None]: HPKE base-mode Open of each "
-     "(info, enc || ciphertext) pair (X25519, HKDF-SHA256, AES-128-GCM, empty aad)."},
     {"open_uploads", open_uploads, METH_VARARGS,
      "open_uploads(private_key, prefix, query_id, round, leader_config, helper_config, "
      "helper_size, bodies) -> list[tuple[bytes, bytes, bytes, bytes] | None]: the leader's "

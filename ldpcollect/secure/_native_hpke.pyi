@@ -2,7 +2,6 @@
 
 from collections.abc import Sequence
 
-def open_base(private_key: bytes, items: Sequence[tuple[bytes, bytes]]) -> list[bytes | None]: ...
 def open_uploads(
     private_key: bytes,
     prefix: bytes,

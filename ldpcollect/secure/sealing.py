@@ -9,9 +9,10 @@ to open under any other: the metadata need not be secret, only agreed on.
 
 Ciphertext layout: config id (1 byte) || enc (32 bytes) || AEAD payload (plaintext + 16).
 
-An aggregator opens a batch of input shares in one compiled call (`open_input_shares`, on
-OpenSSL, without the interpreter lock: `_native_hpke.c`); `cryptography`'s HPKE
-(`open_input_share`) is the reference it is tested against.
+An aggregator opens a batch of input shares in one compiled call (`open_bound_shares`, on
+OpenSSL, without the interpreter lock, each share's info bound in the same call:
+`_native_hpke.c`); `cryptography`'s HPKE (`open_input_share`) is the reference it is tested
+against.
 """
 
 from __future__ import annotations
@@ -126,28 +127,6 @@ def input_share_info(
     return INPUT_SHARE_LABEL + bytes([role]) + digest
 
 
-def input_share_infos(
-    role: int, query_id: str, round: int, reports: Sequence[tuple[bytes, bytes]]
-) -> list[bytes]:
-    """`input_share_info` for each (report id, public share) of one query and round: the
-    digest of their common fields is taken once."""
-    _check_role(role, (ROLE_LEADER, ROLE_HELPER))
-    common = hashlib.sha256()
-    for field in (query_id.encode(), _round_bytes(round)):
-        common.update(_U32.pack(len(field)))
-        common.update(field)
-    prefix = INPUT_SHARE_LABEL + bytes([role])
-    infos = []
-    for report_id, public_share in reports:
-        h = common.copy()
-        h.update(_U32.pack(len(report_id)))
-        h.update(report_id)
-        h.update(_U32.pack(len(public_share)))
-        h.update(public_share)
-        infos.append(prefix + h.digest())
-    return infos
-
-
 def seal_input_share(
     config: HpkeConfig,
     role: int,
@@ -185,24 +164,19 @@ def open_input_shares(
     items: Sequence[tuple[bytes, bytes, bytes]],
 ) -> list[bytes | SealingError]:
     """`open_input_share` for a batch of one query's (report id, public share, ciphertext)
-    triples, in one compiled call: per item its plaintext, or the error `open_input_share`
-    raises for it."""
-    infos = input_share_infos(role, query_id, round, [(r, p) for r, p, _ in items])
+    triples: per item its plaintext, or the error `open_input_share` raises for it. The batch
+    is opened in one compiled call (`open_bound_shares`); an item it leaves is opened again
+    by the reference, which names the error."""
     results: list[bytes | SealingError] = []
-    sealed: list[tuple[bytes, bytes]] = []
-    for info, (_, _, ciphertext) in zip(infos, items, strict=True):
-        try:
-            _check_ciphertext(key_pair, ciphertext)
-        except SealingError as error:
-            results.append(error)
-            continue
-        results.append(b"")  # its place, filled below
-        sealed.append((info, bytes(ciphertext[1:])))
-    opened = iter(_native_hpke.open_base(key_pair.private_bytes(), sealed))
-    for i, result in enumerate(results):
-        if isinstance(result, bytes):
-            plaintext = next(opened)
-            results[i] = SealingError(DOES_NOT_OPEN) if plaintext is None else plaintext
+    opened = open_bound_shares(key_pair, role, query_id, round, items)
+    for item, share in zip(items, opened, strict=True):
+        if share is None:
+            try:
+                share = open_input_share(key_pair, role, query_id, round, *item)
+            except SealingError as error:
+                results.append(error)
+                continue
+        results.append(share)
     return results
 
 
@@ -213,20 +187,15 @@ def open_bound_shares(
     round: int,
     items: Sequence[tuple[bytes, bytes, bytes]],
 ) -> list[bytes | None]:
-    """The compiled path of `open_input_shares` for (report id, public share, ciphertext)
-    triples of one query and round, the infos bound in the same call: per item its plaintext,
-    or None where the reference must decide (an id that is not 16 bytes, a short
-    ciphertext, another config id, or one that does not open)."""
+    """(report id, public share, ciphertext) triples of one query and round opened in one
+    compiled call, each share's info bound in the same call: per item its plaintext, or None
+    where the reference must decide (an id that is not 16 bytes, a short ciphertext, another
+    config id, or one that does not open)."""
     _check_role(role, (ROLE_LEADER, ROLE_HELPER))
+    _round_bytes(round)  # in range, or the reference's error
     prefix = INPUT_SHARE_LABEL + bytes([role])
-    query, round_bytes = query_id.encode(), _round_bytes(round)
     return _native_hpke.open_shares(
-        key_pair.private_bytes(),
-        prefix,
-        query,
-        _U32.unpack(round_bytes)[0],
-        key_pair.config.config_id,
-        items,
+        key_pair.private_bytes(), prefix, query_id.encode(), round, key_pair.config.config_id, items
     )
 
 

@@ -8,6 +8,7 @@ import hashlib
 import random
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -33,13 +34,9 @@ KEY = bytes(range(32))
 LEADER, HELPER, COLLECTOR = generate_key_pair(1), generate_key_pair(2), generate_key_pair(3)
 
 
-def stores(tmp_path: Path) -> tuple[SecureStore, SecureStore]:
-    vdaf = query_vdaf(ROUND_VDAF, T)
-    empty = vdaf.encode_agg_share(vdaf.agg_init())
-    leader, helper = SecureStore(tmp_path / "l.secure"), SecureStore(tmp_path / "h.secure")
-    for store in (leader, helper):
-        store.open()
-    params = {
+def round_params() -> dict[str, Any]:
+    """A round query's parameters at T targets, for this module's helper and collector."""
+    return {
         "vdaf": ROUND_VDAF,
         "targets": T,
         "upload_round": 1,
@@ -48,6 +45,15 @@ def stores(tmp_path: Path) -> tuple[SecureStore, SecureStore]:
         "collector_config": COLLECTOR.config.encode().hex(),
         "helper_config": HELPER.config.encode().hex(),
     }
+
+
+def stores(tmp_path: Path) -> tuple[SecureStore, SecureStore]:
+    vdaf = query_vdaf(ROUND_VDAF, T)
+    empty = vdaf.encode_agg_share(vdaf.agg_init())
+    leader, helper = SecureStore(tmp_path / "l.secure"), SecureStore(tmp_path / "h.secure")
+    for store in (leader, helper):
+        store.open()
+    params = round_params()
     leader.create_query("q", params, KEY, empty)
     helper.provision_query("q", params, KEY, empty)
     return leader, helper

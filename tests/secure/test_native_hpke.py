@@ -1,4 +1,5 @@
-"""The compiled batch HPKE Open (`ldpcollect/secure/_native_hpke.c`) against the reference,
+"""The compiled batch HPKE Open (`ldpcollect/secure/_native_hpke.c`, through
+`sealing.open_bound_shares` and `open_input_shares`) against the reference,
 `cryptography`'s HPKE (`sealing.open_input_share`): the same plaintext for every honest
 ciphertext, and a refusal for every tampered, truncated, misaddressed or foreign one, whatever
 else is in the batch; and the batch opens of both roles (`upload.open_shares`) give what the
@@ -6,6 +7,7 @@ one-at-a-time `open_share` gives, refusals included."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,7 +20,6 @@ from ldpcollect.secure.sealing import (
     SealingError,
     generate_key_pair,
     input_share_info,
-    input_share_infos,
     open_bound_shares,
     open_input_share,
     open_input_shares,
@@ -83,24 +84,29 @@ def test_the_batch_open_gives_the_reference_plaintext_or_its_refusal(
 
 @settings(max_examples=30)
 @given(
-    info=st.binary(max_size=200),
+    report_id=st.binary(min_size=16, max_size=16),
+    public=st.binary(max_size=80),
     plaintext=st.binary(max_size=300),
     ikm=st.binary(min_size=32, max_size=32),
+    role=st.sampled_from([ROLE_LEADER, ROLE_HELPER]),
 )
 def test_the_kernel_opens_what_the_rfc_9180_seal_of_the_vectors_seals(
-    info: bytes, plaintext: bytes, ikm: bytes
+    report_id: bytes, public: bytes, plaintext: bytes, ikm: bytes, role: int
 ) -> None:
-    ct = seal_base(KEY.config.public_key, info, b"", plaintext, ikm)
-    assert _native_hpke.open_base(KEY.private_bytes(), [(info, ct)]) == [plaintext]
-    assert _native_hpke.open_base(KEY.private_bytes(), [(info + b"x", ct)]) == [None]
-    assert _native_hpke.open_base(OTHER.private_bytes(), [(info, ct)]) == [None]
+    info = input_share_info(role, "q", 1, report_id, public)
+    ct = bytes([KEY.config.config_id]) + seal_base(KEY.config.public_key, info, b"", plaintext, ikm)
+    other_public = public + b"x"
+    assert open_bound_shares(KEY, role, "q", 1, [(report_id, public, ct)]) == [plaintext]
+    assert open_bound_shares(KEY, role, "q", 1, [(report_id, other_public, ct)]) == [None]
+    assert open_bound_shares(KEY, role, "q", 2, [(report_id, public, ct)]) == [None]
+    assert open_bound_shares(OTHER, role, "q", 1, [(report_id, public, ct)]) == [None]
 
 
 def test_an_empty_batch_and_a_low_order_ephemeral_key_are_answered_not_crashed() -> None:
-    assert _native_hpke.open_base(KEY.private_bytes(), []) == []
+    assert open_bound_shares(KEY, ROLE_LEADER, "q", 1, []) == []
     # enc = the all-zero point: X25519 gives the all-zero secret, which RFC 9180 refuses
-    info = input_share_info(ROLE_LEADER, "q", 1, bytes(16), b"")
-    assert _native_hpke.open_base(KEY.private_bytes(), [(info, bytes(32 + 16))]) == [None]
+    zero = bytes([KEY.config.config_id]) + bytes(32 + 16)
+    assert open_bound_shares(KEY, ROLE_LEADER, "q", 1, [(bytes(16), b"", zero)]) == [None]
 
 
 @settings(max_examples=30)
@@ -164,15 +170,15 @@ def test_the_bound_open_gives_the_reference_plaintext_or_leaves_a_refusal_to_it(
             assert result == plaintext
 
 
-@given(
-    role=st.sampled_from([ROLE_LEADER, ROLE_HELPER]),
-    query_id=st.text(min_size=1, max_size=20),
-    round_=st.integers(0, 2**32 - 1),
-    reports=st.lists(st.tuples(st.binary(max_size=20), st.binary(max_size=40)), max_size=5),
-)
-def test_the_infos_of_a_batch_are_each_reports_own(
-    role: int, query_id: str, round_: int, reports: list[tuple[bytes, bytes]]
-) -> None:
-    assert input_share_infos(role, query_id, round_, reports) == [
-        input_share_info(role, query_id, round_, report_id, public) for report_id, public in reports
-    ]
+def test_the_kernels_refuse_malformed_arguments_by_name() -> None:
+    key, prefix = KEY.private_bytes(), b"p"
+    with pytest.raises(TypeError, match="triple"):
+        _native_hpke.open_shares(key, prefix, b"q", 1, 5, [(b"x", b"y")])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="bytes"):
+        _native_hpke.open_uploads(key, prefix, b"q", 1, 5, 6, 81, ["not bytes"])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="is 32 bytes"):
+        _native_hpke.open_shares(key[:31], prefix, b"q", 1, 5, [])
+    with pytest.raises(ValueError, match="query id"):
+        _native_hpke.open_shares(key, prefix, b"", 1, 5, [])
+    with pytest.raises(ValueError, match="round"):
+        _native_hpke.open_uploads(key, prefix, b"q", 2**32, 5, 6, 81, [])

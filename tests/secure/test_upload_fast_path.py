@@ -28,22 +28,12 @@ from aggregator.secure.upload import (
     open_uploads,
 )
 from ldpcollect.secure.query_vdaf import ROUND_VDAF, query_vdaf
-from ldpcollect.secure.sealing import ROLE_LEADER, generate_key_pair, seal_input_share
+from ldpcollect.secure.sealing import ROLE_LEADER, seal_input_share
 from ldpcollect.secure.upload import SecureFormatError, SecureReport, open_shares, shard_report
+from tests.secure.test_aggregation_steps import HELPER, KEY, LEADER, T, round_params
 
-T = 4
-KEY = bytes(range(32))
-LEADER, HELPER, COLLECTOR = generate_key_pair(1), generate_key_pair(2), generate_key_pair(3)
 VDAF = query_vdaf(ROUND_VDAF, T)
-PARAMS = {
-    "vdaf": ROUND_VDAF,
-    "targets": T,
-    "upload_round": 1,
-    "min_reports": 1,
-    "noise_sigma": "",
-    "collector_config": COLLECTOR.config.encode().hex(),
-    "helper_config": HELPER.config.encode().hex(),
-}
+PARAMS = round_params()
 SPOILERS = 13
 """0 honest; 1 a byte flipped; 2 cut short; 3 a byte appended; 4 another round; 5 honest, of
 another open query; 6 an unknown query; 7 the helper's config id; 8 the helper's ciphertext
