@@ -45,21 +45,15 @@ from ldpcollect.mechanisms import Mechanism
 from ldpcollect.rational import parse_rational_text
 from ldpcollect.release_noise import validate_noise_sigma
 from ldpcollect.secure.query_vdaf import VDAF_KINDS, query_vdaf, upload_round, vdaf_kind
-from ldpcollect.secure.sealing import (
-    ROLE_HELPER,
-    HpkeConfig,
-    HpkeKeyPair,
-    SealingError,
-    open_bound_shares,
-)
+from ldpcollect.secure.sealing import ROLE_HELPER, HpkeConfig, HpkeKeyPair, SealingError
 from ldpcollect.secure.share_binding import sigma_text
 from ldpcollect.secure.upload import (
     Prepared,
     ReportRejected,
     SecureFormatError,
-    SecureReport,
+    check_report_id,
     finish_one,
-    open_shares,
+    open_query_shares,
     vdaf_context,
     verify_opened,
 )
@@ -131,44 +125,27 @@ def verify_job(
         if refused and item.report_id in refused:
             result.refusal, result.detail = refused[item.report_id]
             continue
-        candidates.append((result, item))
-    round_ = query.params["upload_round"]
-    # the shares opened in one compiled call; what it leaves goes the reference way below
-    fast = open_bound_shares(
-        key_pair,
-        ROLE_HELPER,
-        query.query_id,
-        round_,
-        [(item.report_id, item.public_share, item.helper_ciphertext) for _, item in candidates],
-    )
-    opened: list[tuple[apb.HelperResult, bytes, tuple[bytes, bytes, bytes]]] = []
-    sealed: list[tuple[apb.HelperResult, apb.HelperReport, SecureReport]] = []
-    for (result, item), share in zip(candidates, fast, strict=True):
-        if share is not None:
-            opened.append(
-                (result, item.leader_verifier_share, (item.report_id, item.public_share, share))
-            )
-            continue
         try:
-            report = SecureReport(
-                query.query_id,
-                round_,
-                item.report_id,
-                item.public_share,
-                b"",
-                item.helper_ciphertext,
-            )
+            check_report_id(item.report_id)
         except SecureFormatError as error:
             result.refusal, result.detail = "WRONG_LENGTH", str(error)
             continue
-        sealed.append((result, item, report))
-    reference = open_shares(key_pair, ROLE_HELPER, [report for _, _, report in sealed])
-    for (result, item, _), outcome in zip(sealed, reference, strict=True):
-        if isinstance(outcome, ReportRejected):
-            result.refusal, result.detail = outcome.reason.name, outcome.detail
+        candidates.append((result, item))
+    # the shares opened in one compiled call (the reference names what it leaves)
+    shares = open_query_shares(
+        key_pair,
+        ROLE_HELPER,
+        query.query_id,
+        query.params["upload_round"],
+        [(item.report_id, item.public_share, item.helper_ciphertext) for _, item in candidates],
+    )
+    opened: list[tuple[apb.HelperResult, bytes, tuple[bytes, bytes, bytes]]] = []
+    for (result, item), share in zip(candidates, shares, strict=True):
+        if isinstance(share, ReportRejected):
+            result.refusal, result.detail = share.reason.name, share.detail
             continue
         opened.append(
-            (result, item.leader_verifier_share, (item.report_id, item.public_share, outcome))
+            (result, item.leader_verifier_share, (item.report_id, item.public_share, share))
         )
     prepared = verify_opened(
         vdaf, ROLE_HELPER, query.verify_key, query.query_id, [o[2] for o in opened]

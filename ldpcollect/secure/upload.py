@@ -91,6 +91,12 @@ def vdaf_context(query_id: str) -> bytes:
     return CONTEXT_LABEL + query_id.encode()
 
 
+def check_report_id(report_id: bytes) -> None:
+    """A report id is REPORT_ID_SIZE bytes (DAP's nonce); raises SecureFormatError."""
+    if len(report_id) != REPORT_ID_SIZE:
+        raise SecureFormatError(f"a report id is {REPORT_ID_SIZE} bytes, got {len(report_id)}")
+
+
 @dataclass(frozen=True)
 class SecureReport:
     """What a device uploads, once, to the leader for one round. The leader forwards
@@ -108,10 +114,7 @@ class SecureReport:
             raise SecureFormatError("a query id is 1 to 255 bytes of UTF-8")
         if isinstance(self.round, bool) or not 0 <= self.round < 2**32:
             raise SecureFormatError(f"round must be an integer in [0, 2**32), got {self.round!r}")
-        if len(self.report_id) != REPORT_ID_SIZE:
-            raise SecureFormatError(
-                f"a report id is {REPORT_ID_SIZE} bytes, got {len(self.report_id)}"
-            )
+        check_report_id(self.report_id)
 
     def encode(self) -> bytes:
         query = self.query_id.encode()
@@ -239,14 +242,7 @@ def open_shares(
     results: list[bytes | ReportRejected] = [b""] * len(reports)
     groups: dict[tuple[str, int], list[int]] = {}
     for i, report in enumerate(reports):
-        ciphertext = report.leader_ciphertext if role == ROLE_LEADER else report.helper_ciphertext
-        if ciphertext and config_id_of(ciphertext) != key_pair.config.config_id:
-            results[i] = ReportRejected(
-                Refusal.WRONG_CONFIG_ID,
-                f"config id {ciphertext[0]}, this aggregator's is {key_pair.config.config_id}",
-            )
-        else:
-            groups.setdefault((report.query_id, report.round), []).append(i)
+        groups.setdefault((report.query_id, report.round), []).append(i)
     for (query_id, round_), indices in groups.items():
         items = [
             (
@@ -258,13 +254,38 @@ def open_shares(
             )
             for i in indices
         ]
-        opened = open_input_shares(key_pair, role, query_id, round_, items)
+        opened = open_query_shares(key_pair, role, query_id, round_, items)
         for i, share in zip(indices, opened, strict=True):
-            results[i] = (
-                ReportRejected(Refusal.BAD_CIPHERTEXT, str(share))
-                if isinstance(share, SealingError)
-                else share
+            results[i] = share
+    return results
+
+
+def open_query_shares(
+    key_pair: HpkeKeyPair,
+    role: int,
+    query_id: str,
+    round: int,
+    items: Sequence[tuple[bytes, bytes, bytes]],
+) -> list[bytes | ReportRejected]:
+    """`open_share` for (report id, public share, this role's ciphertext) triples of one
+    query and round, in one compiled call (`sealing.open_input_shares`)."""
+    results: list[bytes | ReportRejected] = [b""] * len(items)
+    sealed: list[int] = []
+    for i, (_, _, ciphertext) in enumerate(items):
+        if ciphertext and config_id_of(ciphertext) != key_pair.config.config_id:
+            results[i] = ReportRejected(
+                Refusal.WRONG_CONFIG_ID,
+                f"config id {ciphertext[0]}, this aggregator's is {key_pair.config.config_id}",
             )
+        else:
+            sealed.append(i)
+    opened = open_input_shares(key_pair, role, query_id, round, [items[i] for i in sealed])
+    for i, share in zip(sealed, opened, strict=True):
+        results[i] = (
+            ReportRejected(Refusal.BAD_CIPHERTEXT, str(share))
+            if isinstance(share, SealingError)
+            else share
+        )
     return results
 
 
