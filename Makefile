@@ -14,7 +14,7 @@ NATIVE_VDAF_SOURCES := $(wildcard ldpcollect/vdaf/native_c/*.c ldpcollect/vdaf/n
 # The compiled kernels (setup.py: the writer's key table and batch decoder, the token RSA on
 # OpenSSL) are built by pip here with the machine's gcc, Python headers and libcrypto headers;
 # editing a C source reinstalls (rebuilds) them.
-NATIVE_SOURCES := setup.py $(wildcard aggregator/*.c ldpcollect/*/*.c ldpcollect/*.c) $(NATIVE_VDAF_SOURCES)
+NATIVE_SOURCES := setup.py $(wildcard aggregator/*.c ldpcollect/*/*.c ldpcollect/*/*.h ldpcollect/*.c) $(NATIVE_VDAF_SOURCES)
 
 $(BIN)/.installed: pyproject.toml $(NATIVE_SOURCES)
 	@echo "==> setting up $(VENV) (first run, or pyproject.toml, setup.py or a C source changed): ldpcollect, its dependencies, dev tools"
