@@ -40,12 +40,23 @@ setup(
             libraries=["crypto"],
             extra_compile_args=_FLAGS,
         ),
-        # Batched HPKE base-mode Open (X25519, HKDF-SHA256, AES-128-GCM) on the same libcrypto,
-        # X25519 eight at a time where the CPU has AVX-512 IFMA.
+        # Batched HPKE base-mode Open and Seal (X25519, HKDF-SHA256, AES-128-GCM) on the same
+        # libcrypto, X25519 eight at a time where the CPU has AVX-512 IFMA.
         Extension(
             "ldpcollect.secure._native_hpke",
-            ["ldpcollect/secure/_native_hpke.c", "ldpcollect/secure/x25519_lanes.c"],
-            depends=["ldpcollect/secure/x25519_lanes.h"],
+            [
+                "ldpcollect/secure/" + name
+                for name in (
+                    "_native_hpke.c",
+                    "hpke_suite.c",
+                    "hpke_seal_shares.c",
+                    "x25519_lanes.c",
+                )
+            ],
+            depends=[
+                "ldpcollect/secure/" + name
+                for name in ("hpke_suite.h", "hpke_seal_shares.h", "x25519_lanes.h")
+            ],
             libraries=["crypto"],
             extra_compile_args=_FLAGS,
         ),

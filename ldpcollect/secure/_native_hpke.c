@@ -12,8 +12,9 @@
  * compare the two on random inputs, on tampered ciphertexts and on RFC 9180 seals
  * (tests/secure/test_native_hpke.py, tests/secure/test_upload_fast_path.py).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "hpke_seal_shares.h"
+#include "hpke_suite.h"
+#include "x25519_lanes.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -22,114 +23,12 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 
-#include "x25519_lanes.h"
-
-#define ENC_SIZE 32
-#define KEY_SIZE 32
-#define TAG_SIZE 16
-#define AEAD_KEY_SIZE 16
-#define NONCE_SIZE 12
-#define HASH_SIZE 32
-#define BLOCK_SIZE 64
-
-static const unsigned char VERSION[] = "HPKE-v1";
-/* "KEM" || I2OSP(0x0020, 2) */
-static const unsigned char KEM_SUITE[] = {'K', 'E', 'M', 0x00, 0x20};
-/* "HPKE" || I2OSP(kem 0x0020, 2) || I2OSP(kdf 0x0001, 2) || I2OSP(aead 0x0001, 2) */
-static const unsigned char HPKE_SUITE[] = {'H', 'P', 'K', 'E', 0x00, 0x20, 0x00, 0x01, 0x00, 0x01};
-
 typedef struct {
-    const unsigned char *data;
-    size_t size;
-} Part;
-
-typedef struct {
-    EVP_MD_CTX *md;
-    const EVP_MD *sha256;
-} Hmac;
-
-/* HMAC-SHA256 of the concatenated parts under `key` (at most one block long). */
-static int hmac_sha256(Hmac *h, const unsigned char *key, size_t key_size, const Part *parts,
-                       int count, unsigned char out[HASH_SIZE])
-{
-    unsigned char pad[BLOCK_SIZE], inner[HASH_SIZE];
-    memset(pad, 0x36, sizeof pad);
-    for (size_t i = 0; i < key_size; i++)
-        pad[i] ^= key[i];
-    if (EVP_DigestInit_ex2(h->md, h->sha256, NULL) != 1 ||
-        EVP_DigestUpdate(h->md, pad, sizeof pad) != 1)
-        return 0;
-    for (int i = 0; i < count; i++)
-        if (parts[i].size && EVP_DigestUpdate(h->md, parts[i].data, parts[i].size) != 1)
-            return 0;
-    if (EVP_DigestFinal_ex(h->md, inner, NULL) != 1)
-        return 0;
-    memset(pad, 0x5c, sizeof pad);
-    for (size_t i = 0; i < key_size; i++)
-        pad[i] ^= key[i];
-    return EVP_DigestInit_ex2(h->md, h->sha256, NULL) == 1 &&
-           EVP_DigestUpdate(h->md, pad, sizeof pad) == 1 &&
-           EVP_DigestUpdate(h->md, inner, sizeof inner) == 1 &&
-           EVP_DigestFinal_ex(h->md, out, NULL) == 1;
-}
-
-/* LabeledExtract(salt, label, ikm) = HKDF-Extract(salt, "HPKE-v1" || suite || label || ikm);
- * an empty salt is HashLen zero bytes, the same HMAC key. */
-static int labeled_extract(Hmac *h, const unsigned char *suite, size_t suite_size,
-                           const unsigned char *salt, size_t salt_size, const char *label,
-                           const unsigned char *ikm, size_t ikm_size, unsigned char out[HASH_SIZE])
-{
-    Part parts[] = {{VERSION, sizeof VERSION - 1},
-                    {suite, suite_size},
-                    {(const unsigned char *)label, strlen(label)},
-                    {ikm, ikm_size}};
-    return hmac_sha256(h, salt, salt_size, parts, 4, out);
-}
-
-/* LabeledExpand(prk, label, info, L) for L <= HashLen: the first L bytes of
- * HMAC(prk, I2OSP(L, 2) || "HPKE-v1" || suite || label || info || 0x01). */
-static int labeled_expand(Hmac *h, const unsigned char *suite, size_t suite_size,
-                          const unsigned char prk[HASH_SIZE], const char *label,
-                          const unsigned char *info, size_t info_size, size_t length,
-                          unsigned char *out)
-{
-    unsigned char size[2] = {(unsigned char)(length >> 8), (unsigned char)length}, one = 1;
-    unsigned char block[HASH_SIZE];
-    Part parts[] = {{size, 2},
-                    {VERSION, sizeof VERSION - 1},
-                    {suite, suite_size},
-                    {(const unsigned char *)label, strlen(label)},
-                    {info, info_size},
-                    {&one, 1}};
-    if (!hmac_sha256(h, prk, HASH_SIZE, parts, 6, block))
-        return 0;
-    memcpy(out, block, length);
-    OPENSSL_cleanse(block, sizeof block);
-    return 1;
-}
-
-typedef struct {
+    Suite suite;
     EVP_PKEY *private_key;
     unsigned char raw_private_key[KEY_SIZE], public_key[KEY_SIZE];
     EVP_PKEY_CTX *derive;
-    EVP_CIPHER_CTX *aead;
-    EVP_CIPHER *aes_gcm;
-    EVP_MD *sha256;
-    Hmac hmac;
-    unsigned char psk_id_hash[HASH_SIZE];
 } Opener;
-
-/* The X25519 shared secret of one ciphertext's `enc` with the opener's key, on OpenSSL; 0 when
- * it is all zeros (OpenSSL refuses it: RFC 9180, 7.1.4). */
-static int dh_one(Opener *o, const unsigned char *enc, unsigned char dh[KEY_SIZE])
-{
-    size_t dh_size = KEY_SIZE;
-    EVP_PKEY *ephemeral = EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, NULL, enc, ENC_SIZE);
-    int ok = ephemeral && EVP_PKEY_derive_set_peer_ex(o->derive, ephemeral, 0) == 1 &&
-             EVP_PKEY_derive(o->derive, dh, &dh_size) == 1 && dh_size == KEY_SIZE;
-    EVP_PKEY_free(ephemeral);
-    return ok;
-}
 
 /* The plaintext of one `enc || ciphertext || tag` into `out` (size - ENC_SIZE - TAG_SIZE
  * bytes), given its shared secret `dh`; 0 when it does not open. */
@@ -137,44 +36,17 @@ static int open_one(Opener *o, const unsigned char *info, size_t info_size,
                     const unsigned char *sealed, size_t size, const unsigned char *dh,
                     unsigned char *out)
 {
-    int ok = 0, written = 0;
-    unsigned char kem_context[ENC_SIZE + KEY_SIZE], eae_prk[HASH_SIZE];
-    unsigned char shared[HASH_SIZE], info_hash[HASH_SIZE], secret[HASH_SIZE];
-    unsigned char context[1 + 2 * HASH_SIZE], key[AEAD_KEY_SIZE], nonce[NONCE_SIZE];
+    int ok = 0, written = 0, tail = 0;
+    unsigned char key[AEAD_KEY_SIZE], nonce[NONCE_SIZE];
     size_t body = size - ENC_SIZE - TAG_SIZE;
-    memcpy(kem_context, sealed, ENC_SIZE);
-    memcpy(kem_context + ENC_SIZE, o->public_key, KEY_SIZE);
-    if (!labeled_extract(&o->hmac, KEM_SUITE, sizeof KEM_SUITE, NULL, 0, "eae_prk", dh, KEY_SIZE,
-                         eae_prk) ||
-        !labeled_expand(&o->hmac, KEM_SUITE, sizeof KEM_SUITE, eae_prk, "shared_secret",
-                        kem_context, sizeof kem_context, HASH_SIZE, shared))
-        goto done;
-    /* KeyScheduleR, mode_base: no psk, so psk_id_hash is the same for every report. */
-    context[0] = 0x00;
-    memcpy(context + 1, o->psk_id_hash, HASH_SIZE);
-    if (!labeled_extract(&o->hmac, HPKE_SUITE, sizeof HPKE_SUITE, NULL, 0, "info_hash", info,
-                         info_size, info_hash))
-        goto done;
-    memcpy(context + 1 + HASH_SIZE, info_hash, HASH_SIZE);
-    if (!labeled_extract(&o->hmac, HPKE_SUITE, sizeof HPKE_SUITE, shared, HASH_SIZE, "secret",
-                         NULL, 0, secret) ||
-        !labeled_expand(&o->hmac, HPKE_SUITE, sizeof HPKE_SUITE, secret, "key", context,
-                        sizeof context, AEAD_KEY_SIZE, key) ||
-        !labeled_expand(&o->hmac, HPKE_SUITE, sizeof HPKE_SUITE, secret, "base_nonce", context,
-                        sizeof context, NONCE_SIZE, nonce))
-        goto done;
+    Suite *s = &o->suite;
     /* The first message: its nonce is base_nonce itself (sequence number 0). */
-    if (EVP_DecryptInit_ex2(o->aead, o->aes_gcm, key, nonce, NULL) != 1 ||
-        (body && EVP_DecryptUpdate(o->aead, out, &written, sealed + ENC_SIZE, (int)body) != 1) ||
-        EVP_CIPHER_CTX_ctrl(o->aead, EVP_CTRL_GCM_SET_TAG, TAG_SIZE,
-                            (void *)(sealed + ENC_SIZE + body)) != 1)
-        goto done;
-    int tail = 0;
-    ok = EVP_DecryptFinal_ex(o->aead, out + written, &tail) == 1;
-done:
-    OPENSSL_cleanse(eae_prk, sizeof eae_prk);
-    OPENSSL_cleanse(shared, sizeof shared);
-    OPENSSL_cleanse(secret, sizeof secret);
+    ok = hpke_key_schedule(s, dh, sealed, o->public_key, info, info_size, key, nonce) &&
+         EVP_DecryptInit_ex2(s->aead, s->aes_gcm, key, nonce, NULL) == 1 &&
+         (!body || EVP_DecryptUpdate(s->aead, out, &written, sealed + ENC_SIZE, (int)body) == 1) &&
+         EVP_CIPHER_CTX_ctrl(s->aead, EVP_CTRL_GCM_SET_TAG, TAG_SIZE,
+                             (void *)(sealed + ENC_SIZE + body)) == 1 &&
+         EVP_DecryptFinal_ex(s->aead, out + written, &tail) == 1;
     OPENSSL_cleanse(key, sizeof key);
     if (!ok && body)
         OPENSSL_cleanse(out, body);
@@ -186,10 +58,7 @@ static void opener_free(Opener *o)
     OPENSSL_cleanse(o->raw_private_key, KEY_SIZE);
     EVP_PKEY_free(o->private_key);
     EVP_PKEY_CTX_free(o->derive);
-    EVP_CIPHER_CTX_free(o->aead);
-    EVP_CIPHER_free(o->aes_gcm);
-    EVP_MD_CTX_free(o->hmac.md);
-    EVP_MD_free(o->sha256);
+    hpke_suite_free(&o->suite);
 }
 
 static int opener_init(Opener *o, const unsigned char *private_key)
@@ -202,16 +71,7 @@ static int opener_init(Opener *o, const unsigned char *private_key)
         EVP_PKEY_get_raw_public_key(o->private_key, o->public_key, &public_size) != 1)
         return 0;
     o->derive = EVP_PKEY_CTX_new(o->private_key, NULL);
-    o->aead = EVP_CIPHER_CTX_new();
-    o->aes_gcm = EVP_CIPHER_fetch(NULL, "AES-128-GCM", NULL);
-    o->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
-    o->hmac.md = EVP_MD_CTX_new();
-    o->hmac.sha256 = o->sha256;
-    if (!o->derive || !o->aead || !o->aes_gcm || !o->sha256 || !o->hmac.md ||
-        EVP_PKEY_derive_init(o->derive) != 1)
-        return 0;
-    return labeled_extract(&o->hmac, HPKE_SUITE, sizeof HPKE_SUITE, NULL, 0, "psk_id_hash", NULL,
-                           0, o->psk_id_hash);
+    return o->derive && EVP_PKEY_derive_init(o->derive) == 1 && hpke_suite_init(&o->suite);
 }
 
 /* -- a batch: every ciphertext of one call, opened with the interpreter lock released ------- */
@@ -264,40 +124,6 @@ static int batch_room(Batch *b)
     return b->plain != NULL;
 }
 
-/* Whether batches use the eight-lane X25519 where the CPU has it (`set_lanes`: tests compare
- * the two). */
-static int use_lanes = 1;
-
-/* Fewer ciphertexts than this left over go to OpenSSL one at a time: an eight-lane call costs
- * about what three of OpenSSL's cost. */
-#define LANES_WORTH_IT 3
-
-/* The shared secrets of the ciphertexts `todo[0..n)`, into dh[i]; ok[i] 0 where there is
- * none. Groups of eight on the eight-lane kernel when it runs here, the rest on OpenSSL. */
-static void batch_dh(Opener *o, const Batch *b, const size_t *todo, size_t n,
-                     unsigned char (*dh)[KEY_SIZE], int *ok)
-{
-    size_t done = 0;
-    if (use_lanes && x25519_lanes_available()) {
-        unsigned char u[X25519_LANES][32], out[X25519_LANES][32];
-        int lane_ok[X25519_LANES];
-        while (n - done >= LANES_WORTH_IT) {
-            size_t group = n - done < X25519_LANES ? n - done : X25519_LANES;
-            for (size_t j = 0; j < X25519_LANES; j++) /* a short group repeats its first */
-                memcpy(u[j], b->items[todo[done + (j < group ? j : 0)]].sealed, ENC_SIZE);
-            x25519_lanes(out, lane_ok, o->raw_private_key, (const unsigned char (*)[32])u);
-            for (size_t j = 0; j < group; j++) {
-                memcpy(dh[done + j], out[j], KEY_SIZE);
-                ok[done + j] = lane_ok[j];
-            }
-            done += group;
-        }
-        OPENSSL_cleanse(out, sizeof out);
-    }
-    for (; done < n; done++)
-        ok[done] = dh_one(o, b->items[todo[done]].sealed, dh[done]);
-}
-
 /* Prepare and open every item worth it under `private_key`, without the interpreter lock
  * (the caller keeps what the items point into alive and unchanged): first every item's
  * preparation, then the shared secrets of those still worth opening (in lanes), then each
@@ -310,17 +136,23 @@ static int batch_open(Batch *b, const unsigned char *private_key, Prepare prepar
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     size_t n = 0, slots = b->count ? b->count : 1;
     size_t *todo = PyMem_RawMalloc(slots * sizeof *todo);
+    const unsigned char **scalars = PyMem_RawMalloc(slots * sizeof *scalars);
+    const unsigned char **points = PyMem_RawMalloc(slots * sizeof *points);
     unsigned char(*dh)[KEY_SIZE] = PyMem_RawMalloc(slots * KEY_SIZE);
     int *dh_ok = PyMem_RawMalloc(slots * sizeof *dh_ok);
-    ready = opener_init(&opener, private_key) && md && todo && dh && dh_ok;
+    ready = opener_init(&opener, private_key) && md && todo && scalars && points && dh && dh_ok;
     for (size_t i = 0; ready && i < b->count; i++) {
         Sealed *s = &b->items[i];
-        s->ok = s->ok && (!prepare || prepare(context, i, md, opener.sha256));
-        if (s->ok)
+        s->ok = s->ok && (!prepare || prepare(context, i, md, opener.suite.sha256));
+        if (s->ok) {
+            scalars[n] = opener.raw_private_key, points[n] = s->sealed;
             todo[n++] = i;
+        }
     }
-    if (ready)
-        batch_dh(&opener, b, todo, n, dh, dh_ok);
+    if (ready) {
+        KnownKey known = {opener.raw_private_key, opener.derive};
+        hpke_x25519_many(scalars, points, n, &known, dh, dh_ok);
+    }
     for (size_t j = 0; ready && j < n; j++) {
         Sealed *s = &b->items[todo[j]];
         s->ok = dh_ok[j] && open_one(&opener, s->info, s->info_size, s->sealed, s->size, dh[j],
@@ -329,6 +161,8 @@ static int batch_open(Batch *b, const unsigned char *private_key, Prepare prepar
     if (dh)
         OPENSSL_cleanse(dh, slots * KEY_SIZE);
     PyMem_RawFree(todo);
+    PyMem_RawFree(scalars);
+    PyMem_RawFree(points);
     PyMem_RawFree(dh);
     PyMem_RawFree(dh_ok);
     opener_free(&opener);
@@ -382,51 +216,6 @@ static void batch_free(Batch *b, Py_buffer *key, Py_buffer *prefix, Py_buffer *q
 
 /* -- input shares bound to their reports: the leader's uploads, the helper's jobs ---------- */
 
-#define REPORT_ID_SIZE 16
-
-typedef struct {
-    const unsigned char *query;
-    size_t query_size;
-    unsigned char round[4];
-    const unsigned char *prefix;
-    size_t prefix_size;
-} Binding;
-
-/* The binding of a call's shares: `prefix` (label || role), the query id and round. */
-static int binding(Binding *b, const Py_buffer *prefix, const Py_buffer *query, unsigned long round)
-{
-    if (query->len < 1 || query->len > 255 || round > 0xffffffffUL) {
-        PyErr_SetString(PyExc_ValueError, "a 1-255 byte query id and a 32-bit round");
-        return 0;
-    }
-    *b = (Binding){query->buf, (size_t)query->len,
-                   {(unsigned char)(round >> 24), (unsigned char)(round >> 16),
-                    (unsigned char)(round >> 8), (unsigned char)round},
-                   prefix->buf, (size_t)prefix->len};
-    return 1;
-}
-
-/* The HPKE info of an input share: the prefix || SHA-256 of the query, round, report id and
- * public share, each after its 4-byte big-endian length (sealing.input_share_info). */
-static int share_info(EVP_MD_CTX *md, const EVP_MD *sha256, const Binding *b,
-                      const unsigned char *report_id, const unsigned char *public_share,
-                      size_t public_size, unsigned char *info)
-{
-    const unsigned char *fields[] = {b->query, b->round, report_id, public_share};
-    size_t sizes[] = {b->query_size, 4, REPORT_ID_SIZE, public_size};
-    if (EVP_DigestInit_ex2(md, sha256, NULL) != 1)
-        return 0;
-    for (int i = 0; i < 4; i++) {
-        unsigned char length[4] = {(unsigned char)(sizes[i] >> 24), (unsigned char)(sizes[i] >> 16),
-                                   (unsigned char)(sizes[i] >> 8), (unsigned char)sizes[i]};
-        if (EVP_DigestUpdate(md, length, 4) != 1 ||
-            (sizes[i] && EVP_DigestUpdate(md, fields[i], sizes[i]) != 1))
-            return 0;
-    }
-    memcpy(info, b->prefix, b->prefix_size);
-    return EVP_DigestFinal_ex(md, info + b->prefix_size, NULL) == 1;
-}
-
 /* What binding an item needs: its report id and public share, and room for its info. */
 typedef struct {
     const Binding *binding;
@@ -478,7 +267,7 @@ static int bind_one(void *context, size_t i, EVP_MD_CTX *md, const EVP_MD *sha25
 {
     Bound *d = context;
     unsigned char *info = (unsigned char *)d->batch->items[i].info;
-    return share_info(md, sha256, d->binding, d->report_ids[i], d->public_shares[i],
+    return hpke_share_info(md, sha256, d->binding, d->report_ids[i], d->public_shares[i],
                       d->public_sizes[i], info) &&
            (!d->digests || EVP_Digest(d->digested[i], d->digested_sizes[i],
                                       d->digests + i * HASH_SIZE, NULL, sha256, NULL) == 1);
@@ -504,7 +293,7 @@ static PyObject *open_shares(PyObject *Py_UNUSED(module), PyObject *args)
         PyErr_Format(PyExc_ValueError, "an X25519 private key is %d bytes", KEY_SIZE);
         goto done;
     }
-    if (!binding(&bind, &prefix, &query, round) || !batch_new(&batch, items) ||
+    if (!hpke_binding(&bind, &prefix, &query, round) || !batch_new(&batch, items) ||
         !bound_new(&bound, &bind, &batch, 0))
         goto done;
     for (size_t i = 0; i < batch.count; i++) {
@@ -622,7 +411,7 @@ static PyObject *open_uploads(PyObject *Py_UNUSED(module), PyObject *args)
         goto done;
     }
     configs.helper_size = (size_t)helper_size;
-    if (!binding(&bind, &prefix, &query, round) || !batch_new(&batch, items) ||
+    if (!hpke_binding(&bind, &prefix, &query, round) || !batch_new(&batch, items) ||
         !bound_new(&bound, &bind, &batch, 1))
         goto done;
     fields = PyMem_Calloc(batch.count ? batch.count : 1, sizeof *fields);
@@ -675,67 +464,76 @@ done:
     return result;
 }
 
-/* x25519(private_key, points, lanes) -> list[bytes | None]: X25519 of the key with each
- * 32-byte point (None where the result is all zeros), on the eight-lane kernel (`lanes`, where
- * this CPU runs it) or on OpenSSL: what the batches compute, for the tests to compare. */
+/* The 32-byte items of a sequence as pointers (into `seq`, a tuple the caller keeps). */
+static const unsigned char **keys_of(PyObject *seq, const char *what)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    const unsigned char **keys = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *keys);
+    if (!keys)
+        return (const unsigned char **)PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(seq, i);
+        if (!PyBytes_Check(item) || PyBytes_GET_SIZE(item) != KEY_SIZE) {
+            PyErr_Format(PyExc_ValueError, "each %s must be %d bytes", what, KEY_SIZE);
+            PyMem_Free(keys);
+            return NULL;
+        }
+        keys[i] = (const unsigned char *)PyBytes_AS_STRING(item);
+    }
+    return keys;
+}
+
+/* x25519(scalars, points, lanes) -> list[bytes | None]: X25519 of each scalar with its point
+ * (None where the result is all zeros), on the eight-lane kernel (`lanes`, where this CPU
+ * runs it) or on OpenSSL: what the batches compute, for the tests to compare. */
 static PyObject *x25519(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    Py_buffer key;
-    PyObject *points, *result = NULL;
-    int lanes;
-    Batch batch = {0};
-    if (!PyArg_ParseTuple(args, "y*Op", &key, &points, &lanes))
+    PyObject *scalar_seq, *point_seq, *result = NULL, *scalars_t = NULL, *points_t = NULL;
+    const unsigned char **scalars = NULL, **points = NULL;
+    unsigned char(*out)[KEY_SIZE] = NULL;
+    int lanes, *ok = NULL, before = hpke_use_lanes;
+    size_t n = 0;
+    if (!PyArg_ParseTuple(args, "OOp", &scalar_seq, &point_seq, &lanes))
         return NULL;
-    Opener opener = {0};
-    size_t *todo = NULL;
-    unsigned char(*dh)[KEY_SIZE] = NULL;
-    int *dh_ok = NULL, before = use_lanes;
-    if (key.len != KEY_SIZE) {
-        PyErr_Format(PyExc_ValueError, "an X25519 private key is %d bytes", KEY_SIZE);
+    scalars_t = PySequence_Tuple(scalar_seq);
+    points_t = scalars_t ? PySequence_Tuple(point_seq) : NULL;
+    if (!points_t)
+        goto done;
+    n = (size_t)PyTuple_GET_SIZE(points_t);
+    if ((size_t)PyTuple_GET_SIZE(scalars_t) != n) {
+        PyErr_SetString(PyExc_ValueError, "as many scalars as points");
         goto done;
     }
-    if (!batch_new(&batch, points))
-        goto done;
-    size_t slots = batch.count ? batch.count : 1;
-    todo = PyMem_Malloc(slots * sizeof *todo);
-    dh = PyMem_Malloc(slots * KEY_SIZE);
-    dh_ok = PyMem_Malloc(slots * sizeof *dh_ok);
-    if (!todo || !dh || !dh_ok) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (size_t i = 0; i < batch.count; i++) {
-        PyObject *point = PyTuple_GET_ITEM(batch.seq, (Py_ssize_t)i);
-        if (!PyBytes_Check(point) || PyBytes_GET_SIZE(point) != KEY_SIZE) {
-            PyErr_Format(PyExc_ValueError, "each point must be %d bytes", KEY_SIZE);
-            goto done;
-        }
-        batch.items[i].sealed = (const unsigned char *)PyBytes_AS_STRING(point);
-        todo[i] = i;
-    }
-    if (!opener_init(&opener, key.buf)) {
-        PyErr_SetString(PyExc_ValueError, "OpenSSL could not set up X25519");
+    scalars = keys_of(scalars_t, "scalar");
+    points = scalars ? keys_of(points_t, "point") : NULL;
+    out = PyMem_Malloc((n ? n : 1) * KEY_SIZE);
+    ok = PyMem_Malloc((n ? n : 1) * sizeof *ok);
+    if (!points || !out || !ok) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
         goto done;
     }
-    use_lanes = lanes;
-    batch_dh(&opener, &batch, todo, batch.count, dh, dh_ok);
-    use_lanes = before;
-    result = PyList_New((Py_ssize_t)batch.count);
-    for (size_t i = 0; result && i < batch.count; i++) {
-        PyObject *item = dh_ok[i] ? bytes_at(dh[i], KEY_SIZE) : Py_NewRef(Py_None);
+    hpke_use_lanes = lanes;
+    hpke_x25519_many(scalars, points, n, NULL, out, ok);
+    hpke_use_lanes = before;
+    ERR_clear_error();
+    result = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; result && i < n; i++) {
+        PyObject *item = ok[i] ? bytes_at(out[i], KEY_SIZE) : Py_NewRef(Py_None);
         if (!item)
             Py_CLEAR(result);
         else
             PyList_SET_ITEM(result, (Py_ssize_t)i, item);
     }
 done:
-    opener_free(&opener);
-    PyMem_Free(todo);
-    PyMem_Free(dh);
-    PyMem_Free(dh_ok);
-    PyMem_Free(batch.items);
-    Py_XDECREF(batch.seq);
-    PyBuffer_Release(&key);
+    if (out)
+        OPENSSL_cleanse(out, (n ? n : 1) * KEY_SIZE);
+    PyMem_Free(scalars);
+    PyMem_Free(points);
+    PyMem_Free(out);
+    PyMem_Free(ok);
+    Py_XDECREF(scalars_t);
+    Py_XDECREF(points_t);
     return result;
 }
 
@@ -743,10 +541,10 @@ done:
  * before. */
 static PyObject *set_lanes(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    int enabled, before = use_lanes;
+    int enabled, before = hpke_use_lanes;
     if (!PyArg_ParseTuple(args, "p", &enabled))
         return NULL;
-    use_lanes = enabled;
+    hpke_use_lanes = enabled;
     return PyBool_FromLong(before);
 }
 
@@ -756,8 +554,12 @@ static PyObject *lanes_available(PyObject *Py_UNUSED(module), PyObject *Py_UNUSE
 }
 
 static PyMethodDef module_methods[] = {
+    {"seal_shares", hpke_seal_shares, METH_VARARGS,
+     "seal_shares(public_key, prefix, query_id, round, config_id, items, ikms) -> list[bytes]: "
+     "(report id, public share, plaintext) triples of one query sealed to one recipient, each "
+     "ephemeral key derived from its 32 bytes of `ikms`."},
     {"x25519", x25519, METH_VARARGS,
-     "x25519(private_key, points, lanes) -> list[bytes | None]: X25519 of the key with each "
+     "x25519(scalars, points, lanes) -> list[bytes | None]: X25519 of each scalar with its "
      "point, on the eight-lane kernel or on OpenSSL; None where the result is all zeros."},
     {"set_lanes", set_lanes, METH_VARARGS,
      "set_lanes(enabled) -> bool: whether batches may use the eight-lane X25519 (where the "
@@ -778,7 +580,7 @@ static PyMethodDef module_methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "ldpcollect.secure._native_hpke",
-    "Batched HPKE base-mode Open on OpenSSL.", -1, module_methods, NULL, NULL, NULL, NULL,
+    "Batched HPKE base-mode Open and Seal on OpenSSL, X25519 in AVX-512 IFMA lanes.", -1, module_methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__native_hpke(void) { return PyModule_Create(&module); }

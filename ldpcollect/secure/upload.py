@@ -37,6 +37,7 @@ from ldpcollect.secure.sealing import (
     open_input_share,
     open_input_shares,
     seal_input_share,
+    seal_input_shares,
 )
 from ldpcollect.vdaf.errors import MalformedShare, VdafError
 from ldpcollect.vdaf.prio3 import (
@@ -184,8 +185,7 @@ def shard_report(
     """Shard `measurement` (for a round: the 0/1 answer per target) and seal each input share
     to its aggregator. `rand` is `vdaf.rand_size` fresh random bytes; `ikm_e` (leader's,
     helper's) fixes the HPKE ephemeral keys, for conformance vectors only."""
-    if len(report_id) != REPORT_ID_SIZE:
-        raise SecureFormatError(f"a report id is {REPORT_ID_SIZE} bytes, got {len(report_id)}")
+    check_report_id(report_id)
     public, (leader_share, helper_share) = vdaf.shard_encoded(
         vdaf_context(query_id), measurement, report_id, rand
     )
@@ -202,6 +202,35 @@ def shard_report(
             helper, ROLE_HELPER, *meta, helper_share, None if ikm_e is None else ikm_e[1]
         ),
     )
+
+
+def shard_reports(
+    vdaf: BitsVdaf,
+    leader: HpkeConfig,
+    helper: HpkeConfig,
+    query_id: str,
+    round: int,
+    reports: Sequence[tuple[bytes, Sequence[int], bytes]],
+) -> list[SecureReport]:
+    """`shard_report` for many (report id, measurement, rand) of one query and round, as a
+    fleet of devices seals them: each sharded, then every leader share sealed in one
+    compiled call and every helper share in another (`sealing.seal_input_shares`), each with
+    its own fresh ephemeral key."""
+    sharded = []
+    for report_id, values, rand in reports:
+        check_report_id(report_id)
+        public, shares = vdaf.shard_encoded(vdaf_context(query_id), values, report_id, rand)
+        sharded.append((report_id, public, shares))
+    sealed = [
+        seal_input_shares(
+            config, role, query_id, round, [(rid, public, s[i]) for rid, public, s in sharded]
+        )
+        for i, (config, role) in enumerate(((leader, ROLE_LEADER), (helper, ROLE_HELPER)))
+    ]
+    return [
+        SecureReport(query_id, round, rid, public, mine, theirs)
+        for (rid, public, _), mine, theirs in zip(sharded, *sealed, strict=True)
+    ]
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@
  * lanes and adds the low or the high 52 bits of the 104-bit product, so every limb fed to a
  * multiplication must be below 2^52: every operation ends with `normal`, which leaves limbs
  * 0-3 below 2^52 and limb 4 below 2^47 + 2 (the value below 2^255 + 2^209). The private
- * scalar decides only the swaps, done with a mask: no branch and no address depends on it. */
+ * scalars decide only the swaps, done with a mask: no branch and no address depends on it. */
 #include "x25519_lanes.h"
 
 #include <stdint.h>
@@ -123,9 +123,9 @@ static inline void fe_mul_small(Fe *r, const Fe *a, uint64_t c)
     fe_mul(r, a, &b);
 }
 
-static inline void fe_cswap(Fe *a, Fe *b, unsigned swap)
+/* Swap a and b in the lanes of m. */
+static inline void fe_cswap(Fe *a, Fe *b, __mmask8 m)
 {
-    __mmask8 m = (__mmask8)(0u - swap);
     for (int k = 0; k < 5; k++) {
         __m512i x = _mm512_mask_blend_epi64(m, a->l[k], b->l[k]);
         __m512i y = _mm512_mask_blend_epi64(m, b->l[k], a->l[k]);
@@ -254,25 +254,39 @@ int x25519_lanes_available(void)
 }
 
 void x25519_lanes(unsigned char out[X25519_LANES][32], int ok[X25519_LANES],
-                  const unsigned char scalar[32], const unsigned char u[X25519_LANES][32])
+                  const unsigned char scalars[X25519_LANES][32],
+                  const unsigned char u[X25519_LANES][32])
 {
-    unsigned char k[32];
-    memcpy(k, scalar, 32);
-    k[0] &= 248;
-    k[31] &= 127;
-    k[31] |= 64;
+    /* each lane's clamped scalar as four 64-bit words: words[j] holds word j of every lane */
+    uint64_t k[4][X25519_LANES] __attribute__((aligned(64)));
+    for (int i = 0; i < X25519_LANES; i++) {
+        unsigned char c[32];
+        memcpy(c, scalars[i], 32);
+        c[0] &= 248;
+        c[31] &= 127;
+        c[31] |= 64;
+        for (int j = 0; j < 4; j++)
+            k[j][i] = load64(c + 8 * j);
+        memset(c, 0, sizeof c);
+    }
+    __m512i words[4];
+    for (int j = 0; j < 4; j++)
+        words[j] = _mm512_load_si512(k[j]);
+    const __m512i one = _mm512_set1_epi64(1);
     Fe x1, x2, z2, x3, z3, a, aa, b, bb, e, c, d, da, cb, t;
     fe_load(&x1, u);
     fe_small(&x2, 1);
     fe_small(&z2, 0);
     fe_small(&z3, 1);
     x3 = x1;
-    unsigned swap = 0;
+    __m512i swap = _mm512_setzero_si512();
     for (int bit = 254; bit >= 0; bit--) {
-        unsigned k_t = (k[bit >> 3] >> (bit & 7)) & 1;
-        swap ^= k_t;
-        fe_cswap(&x2, &x3, swap);
-        fe_cswap(&z2, &z3, swap);
+        /* every lane's bit `bit` of its scalar; the swap as a lane mask (no branch) */
+        __m512i k_t = _mm512_and_si512(_mm512_srli_epi64(words[bit >> 6], bit & 63), one);
+        swap = _mm512_xor_si512(swap, k_t);
+        __mmask8 m = _mm512_test_epi64_mask(swap, swap);
+        fe_cswap(&x2, &x3, m);
+        fe_cswap(&z2, &z3, m);
         swap = k_t;
         fe_add(&a, &x2, &z2);
         fe_sq(&aa, &a);
@@ -293,8 +307,9 @@ void x25519_lanes(unsigned char out[X25519_LANES][32], int ok[X25519_LANES],
         fe_add(&t, &aa, &t);
         fe_mul(&z2, &e, &t);
     }
-    fe_cswap(&x2, &x3, swap);
-    fe_cswap(&z2, &z3, swap);
+    __mmask8 m = _mm512_test_epi64_mask(swap, swap);
+    fe_cswap(&x2, &x3, m);
+    fe_cswap(&z2, &z3, m);
     fe_invert(&z2, &z2);
     fe_mul(&x2, &x2, &z2);
     fe_store(out, ok, &x2);
@@ -312,9 +327,10 @@ int x25519_lanes_available(void)
 }
 
 void x25519_lanes(unsigned char out[X25519_LANES][32], int ok[X25519_LANES],
-                  const unsigned char scalar[32], const unsigned char u[X25519_LANES][32])
+                  const unsigned char scalars[X25519_LANES][32],
+                  const unsigned char u[X25519_LANES][32])
 {
-    (void)scalar;
+    (void)scalars;
     (void)u;
     memset(out, 0, X25519_LANES * 32);
     for (int i = 0; i < X25519_LANES; i++)

@@ -34,10 +34,12 @@ def independent(scalar: bytes, point: bytes) -> bytes | None:
         return None
 
 
-def both(scalar: bytes, points: list[bytes]) -> list[bytes | None]:
-    """The lanes' results, after checking that OpenSSL's are the same."""
-    lanes = _native_hpke.x25519(scalar, points, True)
-    assert lanes == _native_hpke.x25519(scalar, points, False)
+def both(scalars: bytes | list[bytes], points: list[bytes]) -> list[bytes | None]:
+    """The lanes' results (one scalar for every point, or one each), after checking that
+    OpenSSL's are the same."""
+    each = [scalars] * len(points) if isinstance(scalars, bytes) else scalars
+    lanes = _native_hpke.x25519(each, points, True)
+    assert lanes == _native_hpke.x25519(each, points, False)
     return lanes
 
 
@@ -122,11 +124,32 @@ def test_random_scalars_and_points_give_what_cryptography_gives(
     assert both(scalar, points) == [independent(scalar, p) for p in points]
 
 
+@settings(max_examples=40)
+@given(
+    pairs=st.lists(
+        st.tuples(st.binary(min_size=32, max_size=32), st.binary(min_size=32, max_size=32)),
+        max_size=21,
+    )
+)
+def test_a_scalar_per_lane_gives_what_cryptography_gives(pairs: list[tuple[bytes, bytes]]) -> None:
+    """Each lane its own scalar (a fleet's ephemeral keys): with the base point, each key's
+    public key; with another point, each shared secret."""
+    scalars = [s for s, _ in pairs]
+    base = [le(9)] * len(pairs)
+    publics = [
+        X25519PrivateKey.from_private_bytes(s).public_key().public_bytes_raw() for s in scalars
+    ]
+    assert both(scalars, base) == publics
+    assert both(scalars, [p for _, p in pairs]) == [independent(s, p) for s, p in pairs]
+
+
 def test_malformed_points_are_refused_by_name() -> None:
-    with pytest.raises(ValueError, match="32 bytes"):
-        _native_hpke.x25519(bytes(32), [bytes(31)], True)
-    with pytest.raises(ValueError, match="32 bytes"):
-        _native_hpke.x25519(bytes(31), [], True)
+    with pytest.raises(ValueError, match="each point must be 32 bytes"):
+        _native_hpke.x25519([bytes(32)], [bytes(31)], True)
+    with pytest.raises(ValueError, match="each scalar must be 32 bytes"):
+        _native_hpke.x25519([bytes(31)], [bytes(32)], True)
+    with pytest.raises(ValueError, match="as many scalars as points"):
+        _native_hpke.x25519([bytes(32)], [], True)
 
 
 cases = st.lists(
