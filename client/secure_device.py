@@ -23,7 +23,7 @@ from ldpcollect.mechanisms import DeviceDraw, Mechanism
 from ldpcollect.randomness import OS_RANDOM, RandomSource
 from ldpcollect.secure.query_vdaf import measurement, query_vdaf, vdaf_kind
 from ldpcollect.secure.sealing import HpkeConfig, SealingError
-from ldpcollect.secure.upload import REPORT_ID_SIZE, shard_report
+from ldpcollect.secure.upload import REPORT_ID_SIZE, shard_report, shard_reports
 from ldpcollect.v1 import secure_pb2 as spb
 from ldpcollect.v1 import secure_pb2_grpc as spb_grpc
 from ldpcollect.wire import mechanism_from_proto
@@ -53,6 +53,11 @@ def aggregator_configs(
     return leader, helper_config
 
 
+def answer_rounds(draw: DeviceDraw) -> list[list[int]]:
+    """The draw's 0/1 answer per target, for each of its rounds."""
+    return [[int(b) for b in draw.answer_bits(r)] for r in range(1, draw.rounds + 1)]
+
+
 class SecureDevice:
     """Seals reports for one secure query (checked once, at construction). The trust
     boundary is in the signature: the query (and the leader's key) comes from the leader,
@@ -79,10 +84,39 @@ class SecureDevice:
     ) -> bytes:
         """The encoded SecureReport. `rand` (the VDAF's sharding randomness) and `ikm_e` (the
         HPKE ephemeral keys' material) are fresh unless given, for conformance vectors."""
-        rounds = [[int(b) for b in draw.answer_bits(r)] for r in range(1, draw.rounds + 1)]
         return self.seal_measurement(
-            measurement(self.kind, rounds), report_id, rand=rand, ikm_e=ikm_e
+            measurement(self.kind, answer_rounds(draw)), report_id, rand=rand, ikm_e=ikm_e
         )
+
+    def seal_many(self, draws: Sequence[DeviceDraw]) -> list[bytes]:
+        """`seal` for many devices' draws at once, as a fleet simulation seals them."""
+        return self.seal_measurements(
+            [(measurement(self.kind, answer_rounds(draw)), None) for draw in draws]
+        )
+
+    def seal_measurements(
+        self, measurements: Sequence[tuple[Sequence[int], bytes | None]]
+    ) -> list[bytes]:
+        """`seal_measurement` for many devices' (measurement, report id or None) at once: the
+        same reports (fresh randomness each, a fresh report id where None), with every
+        leader share sealed in one compiled call and every helper share in another."""
+        reports = [
+            (
+                report_id or secrets.token_bytes(REPORT_ID_SIZE),
+                values,
+                secrets.token_bytes(self.vdaf.rand_size),
+            )
+            for values, report_id in measurements
+        ]
+        sealed = shard_reports(
+            self.vdaf,
+            self.leader,
+            self.helper,
+            self.query.query_id,
+            self.query.upload_round,
+            reports,
+        )
+        return [report.encode() for report in sealed]
 
     def fetch_token(self, issuer: IssuerClient) -> bytes:
         """One admission token for a report of this query (the issuer counts it against this

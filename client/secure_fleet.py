@@ -4,8 +4,9 @@ and ground truth as the trusted runner (`client.fleet`), with the secure device'
 Each answering device draws once (`client.fleet.decide`, every round's answers), then seals
 its whole measurement (RR: its answers; SP: both rounds, the pair) with the query's VDAF into
 shares for the leader and the helper, and uploads once; an acknowledged upload marks every
-round answered. Sealing is the costly part (the FLP proof in Python, ~1 ms a device), so it
-runs in worker processes, chunk by chunk, while earlier chunks upload.
+round answered. Sealing is the costly part (the proof and two HPKE seals a device; a chunk's
+seals go in two compiled calls, `SecureDevice.seal_measurements`), so it runs in worker
+processes, chunk by chunk, while earlier chunks upload.
 
 Retries: a chunk refused as a whole for a transient reason (overload, unavailable) is sent
 again with the same bytes, so the leader acknowledges a report it already holds as a
@@ -66,11 +67,11 @@ def seal_chunk(
     and sealed under its report id."""
     device = SecureDevice(spb.SecureQuery.FromString(query_bytes), HpkeConfig.decode(helper))
     targets = len(device.query.targets)
-    sealed = []
+    measurements = []
     for k, report_id in enumerate(report_ids):
         rounds = [np.unpackbits(answers[r, k])[:targets].tolist() for r in range(answers.shape[0])]
-        sealed.append(device.seal_measurement(measurement(device.kind, rounds), report_id))
-    return sealed
+        measurements.append((measurement(device.kind, rounds), report_id))
+    return device.seal_measurements(measurements)
 
 
 def _pool(devices: int, workers: int) -> Executor | None:

@@ -75,7 +75,7 @@ def seal_chunk(query_bytes: bytes, helper_config: bytes, locations: list[int]) -
     """Worker process: each device's local draw, sharded and sealed (the query from the
     leader, the helper's key from the helper)."""
     device = SecureDevice(spb.SecureQuery.FromString(query_bytes), HpkeConfig.decode(helper_config))
-    return [device.seal(device.draw(location)) for location in locations]
+    return device.seal_many([device.draw(location) for location in locations])
 
 
 def run_secure_demo(settings: SecureDemoSettings, console: Console) -> None:
