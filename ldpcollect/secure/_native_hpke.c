@@ -4,13 +4,15 @@
  * to one key pair in one call, each share's info (its binding to the query, round, report and
  * public share) computed in the same call, with the interpreter lock released. Each
  * ciphertext has its own ephemeral key, so every report's key schedule is computed in full;
- * only the key objects and contexts are made once per batch. Two entry points: the helper's
+ * the key objects and contexts are made once per batch, and the batch's X25519s run eight at
+ * a time where the CPU can (hpke_suite.c, x25519_lanes.c). Two entry points: the helper's
  * shares of a job (`open_shares`) and the leader's uploads, parsed and checked too
- * (`open_uploads`).
+ * (`open_uploads`). The module also holds the fleet's batch Seal (hpke_seal_shares.c).
  *
  * `cryptography`'s `Suite.decrypt` stays the reference (ldpcollect/secure/sealing.py): tests
  * compare the two on random inputs, on tampered ciphertexts and on RFC 9180 seals
- * (tests/secure/test_native_hpke.py, tests/secure/test_upload_fast_path.py).
+ * (tests/secure/test_native_hpke.py, tests/secure/test_upload_fast_path.py,
+ * tests/secure/test_x25519_lanes.py).
  */
 #include "hpke_seal_shares.h"
 #include "hpke_suite.h"
