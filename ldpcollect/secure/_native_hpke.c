@@ -515,9 +515,24 @@ static PyObject *x25519(PyObject *Py_UNUSED(module), PyObject *args)
             PyErr_NoMemory();
         goto done;
     }
+    /* one scalar for all (a server's key): OpenSSL through one context, as a batch open */
+    int one_key = n > 0;
+    for (size_t i = 1; one_key && i < n; i++)
+        one_key = memcmp(scalars[i], scalars[0], KEY_SIZE) == 0;
+    EVP_PKEY *key = one_key ? EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, NULL, scalars[0],
+                                                            KEY_SIZE)
+                            : NULL;
+    KnownKey known = {key ? scalars[0] : NULL, key ? EVP_PKEY_CTX_new(key, NULL) : NULL};
+    if (known.derive && EVP_PKEY_derive_init(known.derive) != 1)
+        EVP_PKEY_CTX_free(known.derive), known.derive = NULL;
+    if (known.derive)
+        for (size_t i = 0; i < n; i++) /* the same pointer: the batch's way of saying "its" */
+            scalars[i] = scalars[0];
     hpke_use_lanes = lanes;
-    hpke_x25519_many(scalars, points, n, NULL, out, ok);
+    hpke_x25519_many(scalars, points, n, known.derive ? &known : NULL, out, ok);
     hpke_use_lanes = before;
+    EVP_PKEY_CTX_free(known.derive);
+    EVP_PKEY_free(key);
     ERR_clear_error();
     result = PyList_New((Py_ssize_t)n);
     for (size_t i = 0; result && i < n; i++) {

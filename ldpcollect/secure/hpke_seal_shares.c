@@ -16,6 +16,25 @@
 
 static const unsigned char BASE_POINT[KEY_SIZE] = {9};
 
+/* An ephemeral key's public key and its DH with the recipient, on OpenSSL (the key object
+ * computes its public key when made: one ladder each). */
+static int keys_on_openssl(const unsigned char *secret, const unsigned char *recipient,
+                           unsigned char enc[KEY_SIZE], unsigned char dh[KEY_SIZE])
+{
+    size_t enc_size = KEY_SIZE, dh_size = KEY_SIZE;
+    EVP_PKEY *key = EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, NULL, secret, KEY_SIZE);
+    EVP_PKEY *peer = EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, NULL, recipient, KEY_SIZE);
+    EVP_PKEY_CTX *context = key ? EVP_PKEY_CTX_new(key, NULL) : NULL;
+    int ok = context && peer && EVP_PKEY_get_raw_public_key(key, enc, &enc_size) == 1 &&
+             EVP_PKEY_derive_init(context) == 1 &&
+             EVP_PKEY_derive_set_peer_ex(context, peer, 0) == 1 &&
+             EVP_PKEY_derive(context, dh, &dh_size) == 1 && dh_size == KEY_SIZE;
+    EVP_PKEY_CTX_free(context);
+    EVP_PKEY_free(peer);
+    EVP_PKEY_free(key);
+    return ok;
+}
+
 typedef struct {
     const unsigned char *report_id, *public_share, *plaintext;
     size_t public_size, plaintext_size;
@@ -48,12 +67,19 @@ static int seal_all(ToSeal *items, size_t n, const unsigned char *recipient,
         OPENSSL_cleanse(prk, sizeof prk);
         scalars[i] = secret[i], points[i] = BASE_POINT;
     }
-    if (sealed) /* pkE = X25519(skE, 9) */
+    if (sealed && hpke_lanes_on()) {
+        /* pkE = X25519(skE, 9), then the DH with the recipient (all zeros only for a
+         * low-order recipient key), eight at a time */
         hpke_x25519_many(scalars, points, n, NULL, enc, ok);
-    for (size_t i = 0; sealed && i < n; i++)
-        sealed = ok[i], points[i] = recipient;
-    if (sealed) /* the DH with the recipient; all zeros only for a low-order recipient key */
-        hpke_x25519_many(scalars, points, n, NULL, dh, ok);
+        for (size_t i = 0; sealed && i < n; i++)
+            sealed = ok[i], points[i] = recipient;
+        if (sealed)
+            hpke_x25519_many(scalars, points, n, NULL, dh, ok);
+    } else if (sealed) {
+        /* on OpenSSL, one key object per seal gives both: its public key, then the DH */
+        for (size_t i = 0; i < n; i++)
+            ok[i] = keys_on_openssl(secret[i], recipient, enc[i], dh[i]);
+    }
     for (size_t i = 0; sealed && i < n; i++) {
         ToSeal *t = &items[i];
         unsigned char key[AEAD_KEY_SIZE], nonce[NONCE_SIZE];

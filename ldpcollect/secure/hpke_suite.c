@@ -163,6 +163,11 @@ int hpke_share_info(EVP_MD_CTX *md, const EVP_MD *sha256, const Binding *b,
 
 int hpke_use_lanes = 1;
 
+int hpke_lanes_on(void)
+{
+    return hpke_use_lanes && x25519_lanes_available();
+}
+
 /* Fewer pairs than this left over go to OpenSSL one at a time: an eight-lane call costs
  * about what three of OpenSSL's cost. */
 #define LANES_WORTH_IT 3
@@ -192,7 +197,7 @@ void hpke_x25519_many(const unsigned char *const *scalars, const unsigned char *
                       size_t n, const KnownKey *known, unsigned char (*out)[KEY_SIZE], int *ok)
 {
     size_t done = 0;
-    if (hpke_use_lanes && x25519_lanes_available()) {
+    if (hpke_lanes_on()) {
         unsigned char k[X25519_LANES][32], u[X25519_LANES][32], r[X25519_LANES][32];
         int lane_ok[X25519_LANES];
         while (n - done >= LANES_WORTH_IT) {

@@ -87,6 +87,9 @@ int hpke_share_info(EVP_MD_CTX *md, const EVP_MD *sha256, const Binding *b,
 /* Whether X25519 batches use the eight-lane kernel where the CPU has it (tests compare). */
 extern int hpke_use_lanes;
 
+/* 1 when batches run in lanes here: hpke_use_lanes, and the CPU has them. */
+int hpke_lanes_on(void);
+
 /* A scalar whose X25519s go through an OpenSSL context made once (a server's key). */
 typedef struct {
     const unsigned char *scalar;
