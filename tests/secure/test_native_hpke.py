@@ -57,15 +57,21 @@ def reference(key: HpkeKeyPair, role: int, item: tuple[bytes, bytes, bytes]) -> 
         return str(error)
 
 
-cases = st.lists(
-    st.tuples(
-        st.binary(min_size=16, max_size=16),
-        st.binary(max_size=80),
-        st.binary(max_size=600),
-        st.integers(0, SPOILERS - 1),
-    ),
-    max_size=12,
-)
+def case_lists(
+    max_public: int = 80, max_plaintext: int = 600, max_batch: int = 12
+) -> st.SearchStrategy[list[Case]]:
+    return st.lists(
+        st.tuples(
+            st.binary(min_size=16, max_size=16),
+            st.binary(max_size=max_public),
+            st.binary(max_size=max_plaintext),
+            st.integers(0, SPOILERS - 1),
+        ),
+        max_size=max_batch,
+    )
+
+
+cases = case_lists()
 
 
 @settings(max_examples=60)

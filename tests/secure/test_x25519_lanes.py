@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from ldpcollect.secure import _native_hpke
 from ldpcollect.secure.sealing import ROLE_HELPER, ROLE_LEADER, open_bound_shares
-from tests.secure.test_native_hpke import KEY, SPOILERS, Case, reference, sealed
+from tests.secure.test_native_hpke import KEY, Case, case_lists, reference, sealed
 
 P = 2**255 - 19
 
@@ -152,19 +152,8 @@ def test_malformed_points_are_refused_by_name() -> None:
         _native_hpke.x25519([bytes(32)], [], True)
 
 
-cases = st.lists(
-    st.tuples(
-        st.binary(min_size=16, max_size=16),
-        st.binary(max_size=40),
-        st.binary(max_size=200),
-        st.integers(0, SPOILERS - 1),
-    ),
-    max_size=30,
-)
-
-
 @settings(max_examples=30)
-@given(batch=cases, role=st.sampled_from([ROLE_LEADER, ROLE_HELPER]))
+@given(batch=case_lists(40, 200, 30), role=st.sampled_from([ROLE_LEADER, ROLE_HELPER]))
 def test_the_batch_opens_give_the_same_with_and_without_the_lanes(
     batch: list[Case], role: int
 ) -> None:
