@@ -34,7 +34,8 @@ static inline __m512i hi52(__m512i acc, __m512i a, __m512i b)
     return _mm512_madd52hi_epu64(acc, a, b);
 }
 
-/* Limbs below 2^55 (value below 2^260) to the normal form. */
+/* Limbs below 2^62 to the normal form (the operations hand it limbs below 2^56): carry, fold
+ * the bits from 2^255 up back in as 19 times their value, carry again. */
 static inline void normal(Fe *r)
 {
     const __m512i mask52 = _mm512_set1_epi64((long long)MASK52);
