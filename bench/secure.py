@@ -144,16 +144,24 @@ class Batch:
         ]
 
     def seal(self) -> None:
+        """Each report's two seals on their own, as one device makes them (`shard_report`:
+        the compiled seal with one item; the reference: `cryptography`'s, as before)."""
         self.reports = []
         for report_id, (public, (leader, helper)) in zip(self.ids, self.sharded, strict=True):
             meta = (QUERY, self.round, report_id, public)
-            self.reports.append(
-                SecureReport(
-                    *meta,
-                    seal_input_share(self.leader.config, ROLE_LEADER, *meta, leader),
-                    seal_input_share(self.helper.config, ROLE_HELPER, *meta, helper),
-                )
-            )
+            sealed = []
+            for key, role, share in (
+                (self.leader, ROLE_LEADER, leader),
+                (self.helper, ROLE_HELPER, helper),
+            ):
+                if self.reference:
+                    sealed.append(seal_input_share(key.config, role, *meta, share))
+                else:
+                    [one] = seal_input_shares(
+                        key.config, role, QUERY, self.round, [(report_id, public, share)]
+                    )
+                    sealed.append(one)
+            self.reports.append(SecureReport(*meta, *sealed))
 
     def seal_fleet(self) -> None:
         """The same seals as a fleet makes them: every leader share in one compiled call and

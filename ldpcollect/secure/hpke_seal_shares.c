@@ -67,7 +67,7 @@ static int seal_all(ToSeal *items, size_t n, const unsigned char *recipient,
         OPENSSL_cleanse(prk, sizeof prk);
         scalars[i] = secret[i], points[i] = BASE_POINT;
     }
-    if (sealed && hpke_lanes_on()) {
+    if (sealed && hpke_lanes_on() && n >= LANES_WORTH_IT) {
         /* pkE = X25519(skE, 9), then the DH with the recipient (all zeros only for a
          * low-order recipient key), eight at a time */
         hpke_x25519_many(scalars, points, n, NULL, enc, ok);
@@ -76,7 +76,8 @@ static int seal_all(ToSeal *items, size_t n, const unsigned char *recipient,
         if (sealed)
             hpke_x25519_many(scalars, points, n, NULL, dh, ok);
     } else if (sealed) {
-        /* on OpenSSL, one key object per seal gives both: its public key, then the DH */
+        /* on OpenSSL (a device's one report, or no lanes here), one key object per seal
+         * gives both: its public key, then the DH */
         for (size_t i = 0; i < n; i++)
             ok[i] = keys_on_openssl(secret[i], recipient, enc[i], dh[i]);
     }

@@ -168,10 +168,6 @@ int hpke_lanes_on(void)
     return hpke_use_lanes && x25519_lanes_available();
 }
 
-/* Fewer pairs than this left over go to OpenSSL one at a time: an eight-lane call costs
- * about what three of OpenSSL's cost. */
-#define LANES_WORTH_IT 3
-
 /* X25519 on OpenSSL: through `derive` (a context of the scalar's key, derive_init done) when
  * given, else with keys made for this call. */
 static int x25519_openssl(const unsigned char *scalar, const unsigned char *point,

@@ -90,6 +90,10 @@ extern int hpke_use_lanes;
 /* 1 when batches run in lanes here: hpke_use_lanes, and the CPU has them. */
 int hpke_lanes_on(void);
 
+/* Fewer X25519s than this go to OpenSSL one at a time: an eight-lane call costs about what
+ * three of OpenSSL's cost. */
+#define LANES_WORTH_IT 3
+
 /* A scalar whose X25519s go through an OpenSSL context made once (a server's key). */
 typedef struct {
     const unsigned char *scalar;

@@ -36,7 +36,6 @@ from ldpcollect.secure.sealing import (
     config_id_of,
     open_input_share,
     open_input_shares,
-    seal_input_share,
     seal_input_shares,
 )
 from ldpcollect.vdaf.errors import MalformedShare, VdafError
@@ -185,23 +184,10 @@ def shard_report(
     """Shard `measurement` (for a round: the 0/1 answer per target) and seal each input share
     to its aggregator. `rand` is `vdaf.rand_size` fresh random bytes; `ikm_e` (leader's,
     helper's) fixes the HPKE ephemeral keys, for conformance vectors only."""
-    check_report_id(report_id)
-    public, (leader_share, helper_share) = vdaf.shard_encoded(
-        vdaf_context(query_id), measurement, report_id, rand
+    [report] = shard_reports(
+        vdaf, leader, helper, query_id, round, [(report_id, measurement, rand)], ikm_e
     )
-    meta = (query_id, round, report_id, public)
-    return SecureReport(
-        query_id,
-        round,
-        report_id,
-        public,
-        seal_input_share(
-            leader, ROLE_LEADER, *meta, leader_share, None if ikm_e is None else ikm_e[0]
-        ),
-        seal_input_share(
-            helper, ROLE_HELPER, *meta, helper_share, None if ikm_e is None else ikm_e[1]
-        ),
-    )
+    return report
 
 
 def shard_reports(
@@ -211,11 +197,12 @@ def shard_reports(
     query_id: str,
     round: int,
     reports: Sequence[tuple[bytes, Sequence[int], bytes]],
+    ikms: tuple[bytes, bytes] | None = None,
 ) -> list[SecureReport]:
-    """`shard_report` for many (report id, measurement, rand) of one query and round, as a
-    fleet of devices seals them: each sharded, then every leader share sealed in one
-    compiled call and every helper share in another (`sealing.seal_input_shares`), each with
-    its own fresh ephemeral key."""
+    """Many devices' (report id, measurement, rand) of one query and round, each sharded,
+    then every leader share sealed in one compiled call and every helper share in another
+    (`sealing.seal_input_shares`), each with its own fresh ephemeral key. `ikms` (the
+    leader's, the helper's: 32 bytes a report each) fixes those keys, for vectors only."""
     sharded = []
     for report_id, values, rand in reports:
         check_report_id(report_id)
@@ -223,7 +210,12 @@ def shard_reports(
         sharded.append((report_id, public, shares))
     sealed = [
         seal_input_shares(
-            config, role, query_id, round, [(rid, public, s[i]) for rid, public, s in sharded]
+            config,
+            role,
+            query_id,
+            round,
+            [(rid, public, s[i]) for rid, public, s in sharded],
+            None if ikms is None else ikms[i],
         )
         for i, (config, role) in enumerate(((leader, ROLE_LEADER), (helper, ROLE_HELPER)))
     ]

@@ -2,8 +2,8 @@
 against the reference seal from the same key material (`hpke_seal.seal_base`, itself checked
 against RFC 9180's vectors): the same bytes, with the eight-lane X25519 and without; what it
 seals with fresh material opens with `cryptography` and differs every time; and a fleet's
-`shard_reports` gives the reports `shard_report` gives, each share opening to the same
-plaintext."""
+`shard_reports` (and `shard_report`, its one-report case) carries each report's own VDAF
+shares."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from ldpcollect.secure.sealing import (
     seal_input_share,
     seal_input_shares,
 )
-from ldpcollect.secure.upload import answer_vdaf, open_share, shard_report, shard_reports
+from ldpcollect.secure.upload import answer_vdaf, shard_report, shard_reports, vdaf_context
 
 LEADER, HELPER = generate_key_pair(3), generate_key_pair(4)
 
@@ -103,7 +103,9 @@ def test_a_low_order_recipient_and_bad_items_are_refused_by_name() -> None:
 
 
 @pytest.mark.parametrize("count", [1, 8, 13])
-def test_a_fleet_batch_gives_the_reports_one_at_a_time_gives(count: int) -> None:
+def test_a_fleet_batch_carries_each_reports_own_shares(count: int) -> None:
+    """Every report of a batch (one alone: `shard_report`) holds the VDAF's own public share,
+    and each of its ciphertexts opens, with `cryptography`, to that aggregator's share."""
     vdaf = answer_vdaf(20)
     rng = random.Random(count)
     reports = [
@@ -111,8 +113,13 @@ def test_a_fleet_batch_gives_the_reports_one_at_a_time_gives(count: int) -> None
         for _ in range(count)
     ]
     batch = shard_reports(vdaf, LEADER.config, HELPER.config, "q", 1, reports)
+    if count == 1:
+        batch = [shard_report(vdaf, LEADER.config, HELPER.config, "q", 1, *reports[0])]
     for (report_id, values, rand), mine in zip(reports, batch, strict=True):
-        one = shard_report(vdaf, LEADER.config, HELPER.config, "q", 1, report_id, values, rand)
-        assert (mine.report_id, mine.public_share) == (one.report_id, one.public_share)
-        for key, role in ((LEADER, ROLE_LEADER), (HELPER, ROLE_HELPER)):
-            assert open_share(key, role, mine) == open_share(key, role, one)
+        public, shares = vdaf.shard_encoded(vdaf_context("q"), values, report_id, rand)
+        assert (mine.report_id, mine.public_share) == (report_id, public)
+        sealed = (mine.leader_ciphertext, mine.helper_ciphertext)
+        for key, role, share, ciphertext in zip(
+            (LEADER, HELPER), (ROLE_LEADER, ROLE_HELPER), shares, sealed, strict=True
+        ):
+            assert open_input_share(key, role, "q", 1, report_id, public, ciphertext) == share
